@@ -1,0 +1,91 @@
+"""jaxrec: feed TFRecord data to JAX without TensorFlow.
+
+The public API mirrors ``tf.io`` / ``tf.train`` names so code ports by changing the import::
+
+    import jaxrec as jr
+
+    with jr.TFRecordWriter("data.tfrecord") as w:
+        w.write(jr.encode_example({"label": 1, "tokens": [5, 7, 9]}))
+    spec = {"label": jr.FixedLenFeature([], np.int32), "tokens": jr.VarLenFeature(np.int32, max_len=8)}
+    batch = jr.parse_example(list(jr.read_records("data.tfrecord")), spec)
+"""
+
+from jaxrec import errors as errors
+from jaxrec._encode import encode_example as encode_example
+from jaxrec._encode import encode_sequence_example as encode_sequence_example
+from jaxrec._encode import make_example as make_example
+from jaxrec._encode import make_sequence_example as make_sequence_example
+from jaxrec._encode import to_feature as to_feature
+from jaxrec._native import Chunk as Chunk
+from jaxrec._native import masked_crc32c as masked_crc32c
+from jaxrec._parse import ExampleParser as ExampleParser
+from jaxrec._parse import parse_example as parse_example
+from jaxrec._parse import parse_sequence_example as parse_sequence_example
+from jaxrec._parse import parse_single_example as parse_single_example
+from jaxrec._parse import parse_single_sequence_example as parse_single_sequence_example
+from jaxrec._proto import BytesList as BytesList
+from jaxrec._proto import Example as Example
+from jaxrec._proto import Feature as Feature
+from jaxrec._proto import FeatureList as FeatureList
+from jaxrec._proto import FeatureLists as FeatureLists
+from jaxrec._proto import Features as Features
+from jaxrec._proto import FloatList as FloatList
+from jaxrec._proto import Int64List as Int64List
+from jaxrec._proto import SequenceExample as SequenceExample
+from jaxrec._records import TFRecordWriter as TFRecordWriter
+from jaxrec._records import expand_paths as expand_paths
+from jaxrec._records import read_chunks as read_chunks
+from jaxrec._records import read_records as read_records
+from jaxrec._spec import FixedLenFeature as FixedLenFeature
+from jaxrec._spec import FixedLenSequenceFeature as FixedLenSequenceFeature
+from jaxrec._spec import VarLenFeature as VarLenFeature
+from jaxrec._spec import length_key as length_key
+from jaxrec.errors import CorruptRecordError as CorruptRecordError
+from jaxrec.errors import EncodeError as EncodeError
+from jaxrec.errors import ExampleParseError as ExampleParseError
+from jaxrec.errors import FeatureSpecError as FeatureSpecError
+from jaxrec.errors import JaxrecError as JaxrecError
+from jaxrec.errors import ShardingError as ShardingError
+from jaxrec.errors import TruncatedRecordError as TruncatedRecordError
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "BytesList",
+    "Chunk",
+    "CorruptRecordError",
+    "EncodeError",
+    "Example",
+    "ExampleParseError",
+    "ExampleParser",
+    "Feature",
+    "FeatureList",
+    "FeatureLists",
+    "FeatureSpecError",
+    "Features",
+    "FixedLenFeature",
+    "FixedLenSequenceFeature",
+    "FloatList",
+    "Int64List",
+    "JaxrecError",
+    "SequenceExample",
+    "ShardingError",
+    "TFRecordWriter",
+    "TruncatedRecordError",
+    "VarLenFeature",
+    "encode_example",
+    "encode_sequence_example",
+    "errors",
+    "expand_paths",
+    "length_key",
+    "make_example",
+    "make_sequence_example",
+    "masked_crc32c",
+    "parse_example",
+    "parse_sequence_example",
+    "parse_single_example",
+    "parse_single_sequence_example",
+    "read_chunks",
+    "read_records",
+    "to_feature",
+]

@@ -1,0 +1,246 @@
+"""Parsing serialized Examples and SequenceExamples into numpy arrays, with tf.io's names.
+
+The work happens in the native parser (``src/example.rs``) with the GIL released; this module
+compiles specs (once, cached), and turns the native columns into the dicts tf.io returns.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+
+from jaxrec import _native
+from jaxrec._spec import (
+    KIND_FIXED,
+    KIND_SEQUENCE,
+    KIND_VAR,
+    CompiledFeature,
+    compile_spec,
+    length_key,
+)
+
+__all__ = [
+    "ExampleParser",
+    "parse_example",
+    "parse_sequence_example",
+    "parse_single_example",
+    "parse_single_sequence_example",
+]
+
+_VIEWS = {"float16": np.dtype(np.float16), "bfloat16": np.dtype(ml_dtypes.bfloat16)}
+Serialized = Sequence[bytes] | np.ndarray | _native.Chunk
+
+
+class ExampleParser:
+    """A spec compiled once, to parse many batches.
+
+    ``parse_example(batch, spec)`` builds (and caches) one of these; build it yourself to keep
+    it, or to read the parse counters.
+
+    Args:
+        features: the spec of an Example, or the context spec of a SequenceExample.
+        sequence_features: the feature-list spec; given (even empty), records are parsed as
+            SequenceExamples.
+
+    Attributes:
+        truncated: rows cut to ``max_len`` so far, per feature (only with ``truncate=True``).
+
+    Example:
+        >>> parser = ExampleParser({"label": FixedLenFeature([], np.int32)})
+        >>> batch = parser.parse(serialized_records)
+    """
+
+    def __init__(
+        self,
+        features: Mapping[str, Any] | None,
+        sequence_features: Mapping[str, Any] | None = None,
+    ) -> None:
+        self._context = compile_spec(features)
+        self._sequence = (
+            None if sequence_features is None else compile_spec(sequence_features, in_sequence=True)
+        )
+        self._native = _native.ExampleParser(
+            [c.native_tuple() for c in self._context],
+            None if self._sequence is None else [c.native_tuple() for c in self._sequence],
+        )
+        self._lock = threading.Lock()
+        self.truncated: dict[str, int] = {}
+
+    @property
+    def is_sequence(self) -> bool:
+        """True when records are parsed as SequenceExamples."""
+        return self._sequence is not None
+
+    def _run(self, serialized: Serialized) -> tuple[list, list]:
+        if isinstance(serialized, _native.Chunk):
+            return self._native.parse_chunk(serialized)
+        if isinstance(serialized, (bytes, bytearray, memoryview)):
+            raise TypeError("expected a batch (list) of serialized records; use parse_single_example")
+        return self._native.parse(list(serialized))
+
+    def _count(self, name: str, truncated: int) -> None:
+        if truncated:
+            with self._lock:
+                self.truncated[name] = self.truncated.get(name, 0) + truncated
+
+    def _columns(self, specs: list[CompiledFeature], cols: list, out: dict, steps_out: dict | None) -> None:
+        for spec, (values, view, lengths, steps, truncated) in zip(specs, cols):
+            if view is not None:
+                values = values.view(_VIEWS[view])
+            b = values.shape[0]
+            if steps is not None:  # a sequence feature of a SequenceExample
+                if spec.kind == KIND_SEQUENCE:
+                    values = values.reshape((b, values.shape[1], *spec.shape))
+                else:
+                    out[length_key(spec.name)] = lengths.reshape(b, values.shape[1])
+                steps_out[spec.name] = steps
+            elif spec.kind == KIND_FIXED:
+                values = values.reshape((b, *spec.shape))
+            elif spec.kind == KIND_VAR:
+                out[length_key(spec.name)] = lengths
+            else:
+                values = values.reshape((b, values.shape[1], *spec.shape))
+                out[length_key(spec.name)] = lengths
+            out[spec.name] = values
+            self._count(spec.name, truncated)
+
+    def parse(self, serialized: Serialized) -> dict[str, np.ndarray]:
+        """Parses a batch of serialized ``tf.train.Example``\\ s.
+
+        Args:
+            serialized: a list of ``bytes``, a numpy object array of bytes, or a
+                :class:`~jaxrec._native.Chunk` from :func:`jaxrec.read_chunks`.
+
+        Returns:
+            ``{name: array}`` with a leading batch dimension; variable-length features also
+            give ``<name>_length``.
+
+        Raises:
+            ExampleParseError: a record is malformed or does not match the spec; the error's
+                ``record_index`` (and for chunks ``path``/``byte_offset``) say which.
+        """
+        if self.is_sequence:
+            raise TypeError("this parser reads SequenceExamples; use parse_sequence")
+        ctx, _ = self._run(serialized)
+        out: dict[str, np.ndarray] = {}
+        self._columns(self._context, ctx, out, None)
+        return out
+
+    def parse_sequence(
+        self, serialized: Serialized
+    ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], dict[str, np.ndarray]]:
+        """Parses a batch of serialized ``tf.train.SequenceExample``\\ s.
+
+        Returns:
+            ``(context, feature_lists, lengths)`` like ``tf.io.parse_sequence_example``:
+            ``lengths[name]`` is the number of steps of each row's feature list.
+        """
+        if not self.is_sequence:
+            raise TypeError("this parser reads Examples; use parse")
+        ctx, seq = self._run(serialized)
+        context: dict[str, np.ndarray] = {}
+        feature_lists: dict[str, np.ndarray] = {}
+        lengths: dict[str, np.ndarray] = {}
+        self._columns(self._context, ctx, context, None)
+        self._columns(self._sequence or [], seq, feature_lists, lengths)
+        return context, feature_lists, lengths
+
+
+_CACHE_SIZE = 64
+_cache: OrderedDict[str, ExampleParser] = OrderedDict()
+_cache_lock = threading.Lock()
+
+
+def _parser(features: Mapping[str, Any] | None, sequence_features: Mapping[str, Any] | None) -> ExampleParser:
+    # Specs hold lists and numpy values, so they are keyed by repr: the dataclasses' reprs
+    # name every field, and a dict keeps its order.
+    key = repr((features, sequence_features))
+    with _cache_lock:
+        parser = _cache.get(key)
+        if parser is not None:
+            _cache.move_to_end(key)
+            return parser
+    parser = ExampleParser(features, sequence_features)
+    with _cache_lock:
+        _cache[key] = parser
+        while len(_cache) > _CACHE_SIZE:
+            _cache.popitem(last=False)
+    return parser
+
+
+def parse_example(serialized: Serialized, features: Mapping[str, Any]) -> dict[str, np.ndarray]:
+    """Parses a batch of serialized Examples, like ``tf.io.parse_example``.
+
+    Args:
+        serialized: a list of serialized ``tf.train.Example`` (bytes), a numpy array of them,
+            or a chunk from :func:`jaxrec.read_chunks`.
+        features: ``{name: FixedLenFeature | VarLenFeature | FixedLenSequenceFeature}``.
+
+    Returns:
+        ``{name: np.ndarray}`` with the batch as first dimension. FixedLen features have shape
+        ``[batch, *shape]``; VarLen ``[batch, max_len or longest]`` plus ``<name>_length``;
+        FixedLenSequence ``[batch, steps, *shape]`` plus ``<name>_length``. Bytes features are
+        numpy object arrays of ``bytes``.
+
+    Raises:
+        ExampleParseError: as TensorFlow would raise, naming the record and feature.
+        FeatureSpecError: the spec is invalid.
+
+    Example:
+        >>> batch = parse_example(records, {"label": FixedLenFeature([], np.int64)})
+        >>> batch["label"].shape
+        (len(records),)
+    """
+    return _parser(features, None).parse(serialized)
+
+
+def parse_single_example(serialized: bytes, features: Mapping[str, Any]) -> dict[str, np.ndarray]:
+    """Parses one serialized Example, like ``tf.io.parse_single_example`` (no batch axis)."""
+    batch = parse_example([serialized], features)
+    return {k: v[0] for k, v in batch.items()}
+
+
+def parse_sequence_example(
+    serialized: Serialized,
+    context_features: Mapping[str, Any] | None = None,
+    sequence_features: Mapping[str, Any] | None = None,
+) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """Parses a batch of serialized SequenceExamples, like ``tf.io.parse_sequence_example``.
+
+    Args:
+        serialized: serialized ``tf.train.SequenceExample``\\ s (see :func:`parse_example`).
+        context_features: spec of the context (Example rules).
+        sequence_features: spec of the feature lists: ``FixedLenSequenceFeature`` (each step
+            a fixed shape) or ``VarLenFeature`` (each step any length).
+
+    Returns:
+        ``(context, feature_lists, lengths)``. ``feature_lists[name]`` is
+        ``[batch, steps, *shape]`` padded with the feature's ``default_value`` (or 0), and
+        ``lengths[name]`` (int64, as TensorFlow) the steps of each row. A VarLen sequence
+        feature is ``[batch, steps, longest]`` with ``<name>_length`` ``[batch, steps]``.
+
+    Raises:
+        ExampleParseError: a record is malformed or does not match the spec.
+    """
+    return _parser(context_features or {}, sequence_features or {}).parse_sequence(serialized)
+
+
+def parse_single_sequence_example(
+    serialized: bytes,
+    context_features: Mapping[str, Any] | None = None,
+    sequence_features: Mapping[str, Any] | None = None,
+) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """Parses one SequenceExample, like ``tf.io.parse_single_sequence_example``.
+
+    Returns:
+        ``(context, feature_lists)`` without the batch axis.
+    """
+    ctx, seq, _ = parse_sequence_example([serialized], context_features, sequence_features)
+    return {k: v[0] for k, v in ctx.items()}, {k: v[0] for k, v in seq.items()}
+
+

@@ -1,0 +1,157 @@
+"""TFRecord files: writing them and reading their records, in chunks or one by one.
+
+The framing, CRC checks and decompression run in the native core with the GIL released;
+Python sees whole chunks (one buffer plus record offsets), never one call per record, unless
+it asks for records one by one with :func:`read_records`.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Literal, Union
+
+from jaxrec import _native
+
+__all__ = ["TFRecordWriter", "expand_paths", "read_chunks", "read_records"]
+
+PathLike = Union[str, os.PathLike]
+Compression = Literal["auto", "GZIP", "ZLIB", ""] | None
+OnError = Literal["raise", "skip"]
+
+_GLOB_CHARS = frozenset("*?[")
+
+
+def expand_paths(paths: PathLike | Iterable[PathLike]) -> list[str]:
+    """Turns a path, a glob pattern, or a list of either into a list of file paths.
+
+    Glob patterns are expanded and sorted (so every host sees the same order); plain paths
+    are kept as given, in order, even if they do not exist (opening them raises later).
+
+    Raises:
+        FileNotFoundError: a glob pattern matches no file.
+    """
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [paths]
+    out: list[str] = []
+    for p in paths:
+        p = os.fspath(p)
+        if _GLOB_CHARS.intersection(p):
+            matched = sorted(glob.glob(p))
+            if not matched:
+                raise FileNotFoundError(f"no file matches {p!r}")
+            out.extend(matched)
+        else:
+            out.append(p)
+    return out
+
+
+def _on_error(on_error: str) -> bool:
+    if on_error not in ("raise", "skip"):
+        raise ValueError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
+    return on_error == "skip"
+
+
+def read_chunks(
+    paths: PathLike | Iterable[PathLike],
+    compression: Compression = "auto",
+    *,
+    verify: bool = True,
+    on_error: OnError = "raise",
+    chunk_bytes: int = 4 << 20,
+    max_records: int | None = None,
+) -> Iterator[_native.Chunk]:
+    """Yields the records of each file in :class:`jaxrec._native.Chunk`\\ s.
+
+    A chunk holds one file's records read in one go (about ``chunk_bytes`` of file) in a single
+    buffer; ``len(chunk)``, ``chunk[i]`` and ``chunk.to_list()`` give the records, and
+    :func:`jaxrec.parse_example` parses a chunk without copying it into Python objects.
+
+    Args:
+        paths: files or glob patterns, read in order.
+        compression: ``"auto"`` (from the file name, else the first bytes), ``None``/``""``,
+            ``"GZIP"`` or ``"ZLIB"``.
+        verify: check each record's data CRC (the length CRC is always checked).
+        on_error: ``"raise"`` a :class:`~jaxrec.errors.CorruptRecordError`, or ``"skip"`` bad
+            records (a broken length skips the rest of that file).
+        chunk_bytes: about how much of a file each chunk covers.
+        max_records: at most this many records per chunk.
+
+    Raises:
+        CorruptRecordError: a CRC mismatch or broken compressed stream (with ``"raise"``).
+        TruncatedRecordError: a file ends inside a record (with ``"raise"``).
+        OSError: a file cannot be opened.
+    """
+    skip = _on_error(on_error)
+    for path in expand_paths(paths):
+        reader = _native.RecordReader(path, compression, verify=verify, skip_errors=skip)
+        while (chunk := reader.read_chunk(max_records or (1 << 62), chunk_bytes)) is not None:
+            yield chunk
+
+
+def read_records(
+    paths: PathLike | Iterable[PathLike],
+    compression: Compression = "auto",
+    *,
+    verify: bool = True,
+    on_error: OnError = "raise",
+) -> Iterator[bytes]:
+    """Yields every record of the files, in order, as ``bytes``.
+
+    Like iterating ``tf.data.TFRecordDataset(paths, compression_type)``, without TensorFlow.
+    See :func:`read_chunks` for the arguments and errors.
+
+    Example:
+        >>> for record in jaxrec.read_records("train-*.tfrecord"):
+        ...     example = jaxrec.Example.FromString(record)
+    """
+    for chunk in read_chunks(paths, compression, verify=verify, on_error=on_error):
+        yield from chunk.to_list()
+
+
+class TFRecordWriter:
+    """Writes records to a TFRecord file, like ``tf.io.TFRecordWriter``.
+
+    Args:
+        path: the file to create (an existing file is truncated).
+        compression: ``None``/``""``, ``"GZIP"`` or ``"ZLIB"``, like tf's ``options``.
+        level: zlib compression level 0-9 (default 6, as TensorFlow).
+
+    Example:
+        >>> with jaxrec.TFRecordWriter("out.tfrecord.gz", "GZIP") as w:
+        ...     w.write(jaxrec.encode_example({"label": 1}))
+    """
+
+    def __init__(
+        self, path: PathLike, compression: str | None = None, *, level: int | None = None
+    ) -> None:
+        self.path = os.fspath(path)
+        self._writer = _native.RecordWriter(self.path, compression or None, level)
+
+    def write(self, record: bytes) -> None:
+        """Appends one record (bytes of any content)."""
+        self._writer.write(record)
+
+    def write_many(self, records: Sequence[bytes]) -> None:
+        """Appends many records in one native call (faster than a loop of :meth:`write`)."""
+        self._writer.write_many(records)
+
+    def flush(self) -> None:
+        """Pushes buffered records to the OS (a compressed stream stays open)."""
+        self._writer.flush()
+
+    def close(self) -> None:
+        """Writes the compression trailer, if any, and closes the file. Safe to call twice."""
+        self._writer.close()
+
+    @property
+    def records_written(self) -> int:
+        """How many records were written."""
+        return self._writer.records
+
+    def __enter__(self) -> TFRecordWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,373 @@
+"""Feature specs: what to parse out of each record, at which dtype and shape.
+
+The names and arguments follow ``tf.io`` so a spec ports by changing the import. Two
+differences follow from XLA wanting static shapes:
+
+* The ``dtype`` is the *output* dtype. An ``int64_list`` may be read as int32, int16, uint8 or
+  bool (a value that does not fit is an error, never a wrap), a ``float_list`` as float32,
+  float16, bfloat16 or float64, a ``bytes_list`` as ``bytes``.
+* Variable-length features (``VarLenFeature``, ``FixedLenSequenceFeature``) come back as a
+  dense array padded to ``max_len`` (or, without it, to the longest row of the batch, which is
+  what ``tf.sparse.to_dense`` gives) plus a ``<name>_length`` array of true lengths.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any, Union
+
+import ml_dtypes
+import numpy as np
+
+from jaxrec.errors import FeatureSpecError
+
+__all__ = [
+    "FixedLenFeature",
+    "FixedLenSequenceFeature",
+    "VarLenFeature",
+    "Feature",
+    "length_key",
+]
+
+# Wire types of tf.train.Feature's oneof, as the native parser numbers them.
+WIRE_BYTES, WIRE_FLOAT, WIRE_INT64 = 0, 1, 2
+_WIRE_NAMES = {WIRE_BYTES: "bytes_list", WIRE_FLOAT: "float_list", WIRE_INT64: "int64_list"}
+
+# Output dtype codes shared with src/spec.rs (`OutDType::from_code`).
+_INT_CODES = {
+    np.dtype(np.int8): "i1",
+    np.dtype(np.int16): "i2",
+    np.dtype(np.int32): "i4",
+    np.dtype(np.int64): "i8",
+    np.dtype(np.uint8): "u1",
+    np.dtype(np.uint16): "u2",
+    np.dtype(np.uint32): "u4",
+    np.dtype(np.uint64): "u8",
+    np.dtype(np.bool_): "b1",
+}
+_FLOAT_CODES = {
+    np.dtype(np.float16): "f2",
+    np.dtype(ml_dtypes.bfloat16): "bf2",
+    np.dtype(np.float32): "f4",
+    np.dtype(np.float64): "f8",
+}
+_STRING_NAMES = {"string", "bytes", "str"}
+
+DTypeLike = Union[type, str, np.dtype]
+
+
+def _resolve_dtype(dtype: Any) -> np.dtype | type[bytes]:
+    """Maps a user's dtype (numpy, ``bytes``, ``"string"``, a tf.DType) to numpy or ``bytes``."""
+    if dtype in (bytes, str, object, np.bytes_, np.str_, np.object_):
+        return bytes
+    name = getattr(dtype, "name", None)  # tf.string / tf.int64 without importing tensorflow
+    if isinstance(dtype, str) or (name is not None and not isinstance(dtype, np.dtype)):
+        key = dtype if isinstance(dtype, str) else name
+        if key in _STRING_NAMES:
+            return bytes
+        if key == "bfloat16":
+            return np.dtype(ml_dtypes.bfloat16)
+        dtype = key
+    try:
+        resolved = np.dtype(dtype)
+    except TypeError as e:
+        raise FeatureSpecError(f"unsupported dtype {dtype!r}") from e
+    if resolved.kind in "SUO":
+        return bytes
+    if resolved not in _INT_CODES and resolved not in _FLOAT_CODES:
+        raise FeatureSpecError(
+            f"unsupported dtype {resolved}: use an integer or bool dtype (read from int64_list), "
+            "float16/bfloat16/float32/float64 (float_list) or bytes (bytes_list)"
+        )
+    return resolved
+
+
+def _wire_of(dtype: np.dtype | type[bytes]) -> int:
+    if dtype is bytes:
+        return WIRE_BYTES
+    return WIRE_INT64 if dtype in _INT_CODES else WIRE_FLOAT
+
+
+def _dtype_code(dtype: np.dtype | type[bytes]) -> str:
+    if dtype is bytes:
+        return "bytes"
+    return _INT_CODES.get(dtype) or _FLOAT_CODES[dtype]
+
+
+def _shape(shape: Any, what: str) -> tuple[int, ...]:
+    if shape is None:
+        raise FeatureSpecError(f"{what} needs a shape")
+    if isinstance(shape, int):
+        shape = (shape,)
+    try:
+        dims = tuple(shape)
+    except TypeError as e:
+        raise FeatureSpecError(f"{what}: shape must be a sequence of ints, got {shape!r}") from e
+    for d in dims:
+        if d is None:
+            raise FeatureSpecError(
+                f"{what}: shape {list(dims)} has an unknown dimension; use FixedLenSequenceFeature "
+                "or VarLenFeature for variable lengths"
+            )
+        if not isinstance(d, (int, np.integer)) or d < 0:
+            raise FeatureSpecError(f"{what}: shape dimensions must be ints >= 0, got {list(dims)}")
+    return tuple(int(d) for d in dims)
+
+
+def _max_len(max_len: Any, what: str) -> int | None:
+    if max_len is None:
+        return None
+    if not isinstance(max_len, (int, np.integer)) or max_len < 0:
+        raise FeatureSpecError(f"{what}: max_len must be an int >= 0 or None, got {max_len!r}")
+    return int(max_len)
+
+
+@dataclasses.dataclass(frozen=True)
+class FixedLenFeature:
+    """A feature with a fixed number of values per record, like ``tf.io.FixedLenFeature``.
+
+    Args:
+        shape: the per-record shape; the record must hold exactly ``prod(shape)`` values.
+        dtype: the output dtype (see the module docstring for what each list may be read as).
+        default_value: used when a record lacks the feature; a scalar is broadcast to
+            ``shape``. Without it a missing feature is an error naming the record.
+
+    Example:
+        >>> spec = {"label": FixedLenFeature([], np.int32)}
+    """
+
+    shape: Sequence[int]
+    dtype: DTypeLike
+    default_value: Any = None
+
+
+@dataclasses.dataclass(frozen=True)
+class VarLenFeature:
+    """A feature with any number of values per record, like ``tf.io.VarLenFeature``.
+
+    Parsed into ``[batch, max_len]`` values padded with ``pad_value`` and a
+    ``<name>_length`` int32 array of how many values each row holds. Without ``max_len`` the
+    rows are padded to the longest in the batch (the shape of ``tf.sparse.to_dense``), which is
+    fine on the host but not for static device shapes.
+
+    Args:
+        dtype: the output dtype.
+        max_len: pad to this many values. A longer row is an error unless ``truncate``.
+        truncate: keep the first ``max_len`` values of longer rows; the length then says how
+            many were kept, and the parser counts the truncated rows.
+        pad_value: the value padding fills with (0, or ``b""`` for bytes).
+
+    Example:
+        >>> spec = {"tokens": VarLenFeature(np.int32, max_len=256)}
+    """
+
+    dtype: DTypeLike
+    max_len: int | None = None
+    truncate: bool = False
+    pad_value: Any = None
+
+
+@dataclasses.dataclass(frozen=True)
+class FixedLenSequenceFeature:
+    """A sequence of fixed-shape steps, like ``tf.io.FixedLenSequenceFeature``.
+
+    In ``parse_example`` the values of a record are split into steps of ``shape``; in
+    ``parse_sequence_example`` (as a sequence feature) each ``Feature`` of the feature list is
+    one step. Output is ``[batch, max_len or longest, *shape]`` padded with ``default_value``
+    (or 0), plus ``<name>_length`` (steps per row).
+
+    Args:
+        shape: the shape of one step.
+        dtype: the output dtype.
+        allow_missing: a record without the feature has zero steps instead of raising.
+            ``parse_example`` requires it to be True, as TensorFlow does.
+        default_value: the scalar padding value.
+        max_len: pad to this many steps (a longer sequence is an error unless ``truncate``).
+        truncate: keep the first ``max_len`` steps of longer sequences.
+
+    Example:
+        >>> spec = {"frames": FixedLenSequenceFeature([3], np.float32, allow_missing=True)}
+    """
+
+    shape: Sequence[int]
+    dtype: DTypeLike
+    allow_missing: bool = False
+    default_value: Any = None
+    max_len: int | None = None
+    truncate: bool = False
+
+
+Feature = Union[FixedLenFeature, VarLenFeature, FixedLenSequenceFeature]
+
+
+def length_key(name: str) -> str:
+    """Returns the output key holding the true lengths of variable-length feature ``name``."""
+    return f"{name}_length"
+
+
+# Kinds as the native parser numbers them (src/spec.rs `Kind`).
+KIND_FIXED, KIND_VAR, KIND_SEQUENCE = 0, 1, 2
+
+
+@dataclasses.dataclass(frozen=True)
+class CompiledFeature:
+    """A spec entry reduced to what the native parser needs (see ``src/spec.rs``)."""
+
+    name: str
+    kind: int
+    wire: int
+    dtype: np.dtype | type[bytes]
+    code: str
+    shape: tuple[int, ...]  # per record (fixed) or per step (sequence); () for VarLen
+    max_len: int | None
+    truncate: bool
+    default: np.ndarray | list[bytes] | None  # flat, prod(shape) values (fixed) or 1 (pad)
+    allow_missing: bool
+
+    @property
+    def wire_name(self) -> str:
+        """The tf.train.Feature list this feature is read from."""
+        return _WIRE_NAMES[self.wire]
+
+    def native_tuple(self) -> tuple:
+        """The arguments ``_native.ExampleParser`` takes for this feature.
+
+        ``(name, kind, wire, dtype code, values per row/step, max_len, truncate,
+        float defaults, int defaults, bytes defaults, allow_missing)``; numeric defaults
+        travel as Python floats or ints (exact for int64 and for float32 bit patterns).
+        """
+        floats = ints = raw = None
+        if self.default is not None:
+            if self.dtype is bytes:
+                raw = list(self.default)
+            elif self.wire == WIRE_INT64:
+                ints = np.asarray(self.default, dtype=np.int64).tolist()
+            else:
+                floats = np.asarray(self.default, dtype=np.float64).tolist()
+        return (
+            self.name,
+            self.kind,
+            self.wire,
+            self.code,
+            math.prod(self.shape),
+            self.max_len,
+            self.truncate,
+            floats,
+            ints,
+            raw,
+            self.allow_missing,
+        )
+
+
+def _default_values(
+    default: Any, dtype: np.dtype | type[bytes], count: int, name: str
+) -> np.ndarray | list[bytes]:
+    """Broadcasts a default/pad value to ``count`` flat values of ``dtype``, checking range."""
+    if dtype is bytes:
+        items = [default] if isinstance(default, (bytes, str)) else list(np.ravel(np.asarray(default, dtype=object)))
+        items = [v.encode() if isinstance(v, str) else v for v in items]
+        if not all(isinstance(v, (bytes, np.bytes_)) for v in items):
+            raise FeatureSpecError(f"feature {name!r}: default_value must be bytes or str, got {default!r}")
+        if len(items) == 1:
+            items = items * count
+        if len(items) != count:
+            raise FeatureSpecError(
+                f"feature {name!r}: default_value has {len(items)} values, expected 1 or {count}"
+            )
+        return [bytes(v) for v in items]
+    arr = np.asarray(default)
+    if arr.dtype.kind not in "biuf":
+        raise FeatureSpecError(f"feature {name!r}: default_value {default!r} is not numeric")
+    flat = arr.reshape(-1)
+    if flat.size == 1:
+        flat = np.repeat(flat, count)
+    if flat.size != count:
+        raise FeatureSpecError(
+            f"feature {name!r}: default_value has {arr.size} values, expected 1 or {count}"
+        )
+    if dtype in _INT_CODES:
+        if flat.dtype.kind == "f" and not np.all(np.equal(np.mod(flat, 1), 0)):
+            raise FeatureSpecError(f"feature {name!r}: default_value {default!r} is not integral")
+        info = np.iinfo(np.int64) if dtype == np.bool_ else np.iinfo(dtype)
+        lo, hi = (0, 1) if dtype == np.bool_ else (info.min, info.max)
+        if flat.size and (flat.min() < lo or flat.max() > hi):
+            raise FeatureSpecError(f"feature {name!r}: default_value {default!r} does not fit {dtype}")
+        return flat.astype(np.int64)
+    return flat.astype(np.float64)
+
+
+def compile_feature(name: str, feature: Any, *, in_sequence: bool = False) -> CompiledFeature:
+    """Validates one spec entry and reduces it to a :class:`CompiledFeature`.
+
+    Raises:
+        FeatureSpecError: the entry is not a spec type, or its shape/dtype/default is invalid.
+    """
+    what = f"feature {name!r}"
+    if not isinstance(name, str) or not name:
+        raise FeatureSpecError(f"feature names must be non-empty str, got {name!r}")
+    if isinstance(feature, FixedLenFeature):
+        if in_sequence:
+            raise FeatureSpecError(
+                f"{what}: sequence features must be FixedLenSequenceFeature or VarLenFeature"
+            )
+        dtype = _resolve_dtype(feature.dtype)
+        shape = _shape(feature.shape, what)
+        default = (
+            None
+            if feature.default_value is None
+            else _default_values(feature.default_value, dtype, math.prod(shape), name)
+        )
+        return CompiledFeature(
+            name, KIND_FIXED, _wire_of(dtype), dtype, _dtype_code(dtype), shape, None, False,
+            default, False,
+        )
+    if isinstance(feature, VarLenFeature):
+        dtype = _resolve_dtype(feature.dtype)
+        pad = feature.pad_value
+        if pad is None:
+            pad = b"" if dtype is bytes else 0
+        return CompiledFeature(
+            name, KIND_VAR, _wire_of(dtype), dtype, _dtype_code(dtype), (),
+            _max_len(feature.max_len, what), bool(feature.truncate),
+            _default_values(pad, dtype, 1, name), True,
+        )
+    if isinstance(feature, FixedLenSequenceFeature):
+        dtype = _resolve_dtype(feature.dtype)
+        shape = _shape(feature.shape, what)
+        if not in_sequence and not feature.allow_missing:
+            raise FeatureSpecError(
+                f"{what}: FixedLenSequenceFeature in parse_example requires allow_missing=True "
+                "(as in TensorFlow)"
+            )
+        pad = feature.default_value
+        if pad is None:
+            pad = b"" if dtype is bytes else 0
+        pad_values = _default_values(pad, dtype, 1, name)
+        return CompiledFeature(
+            name, KIND_SEQUENCE, _wire_of(dtype), dtype, _dtype_code(dtype), shape,
+            _max_len(feature.max_len, what), bool(feature.truncate), pad_values,
+            bool(feature.allow_missing),
+        )
+    raise FeatureSpecError(
+        f"{what}: expected FixedLenFeature, VarLenFeature or FixedLenSequenceFeature, "
+        f"got {type(feature).__name__}"
+    )
+
+
+def compile_spec(features: Mapping[str, Any] | None, *, in_sequence: bool = False) -> list[CompiledFeature]:
+    """Validates a whole spec dict and checks that no output key collides with another."""
+    if features is None:
+        return []
+    if not isinstance(features, Mapping):
+        raise FeatureSpecError(f"a spec must be a dict of name -> feature, got {type(features).__name__}")
+    compiled = [compile_feature(n, f, in_sequence=in_sequence) for n, f in features.items()]
+    keys = set(features)
+    for c in compiled:
+        if c.kind != KIND_FIXED and length_key(c.name) in keys:
+            raise FeatureSpecError(
+                f"feature {c.name!r}: its lengths would be returned as {length_key(c.name)!r}, "
+                "which is also a feature name; rename one of them"
+            )
+    return compiled

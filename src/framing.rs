@@ -1,0 +1,627 @@
+//! TFRecord framing. Each record on disk is
+//!
+//! ```text
+//! u64 length (little-endian) | u32 masked_crc32c(length bytes) | data[length] | u32 masked_crc32c(data)
+//! ```
+//!
+//! (tensorflow/core/lib/io/record_writer.h). The reader hands records out in [`Chunk`]s: one
+//! buffer holding the raw stream bytes it read and the `[start, end)` of each record's payload in
+//! it, so a chunk of thousands of records is one allocation and no per-record copy.
+
+use std::io::{self, Read, Write};
+use std::path::Path;
+
+use crate::compress::{self, Compression, Sink, Source, READ_SIZE};
+use crate::crc::masked_crc32c;
+use crate::error::{Error, Location, Result};
+
+const HEADER: usize = 12;
+const FOOTER: usize = 4;
+/// When the stream length is unknown (compressed files) a record is read in steps of this size,
+/// so a corrupt length of petabytes costs at most one step of memory before the stream ends.
+const GROW_STEP: usize = 64 << 20;
+/// How many error messages the stats keep when records are skipped.
+const MAX_KEPT_ERRORS: usize = 100;
+
+/// Options of a [`RecordReader`].
+#[derive(Debug, Clone, Copy)]
+pub struct ReaderOptions {
+    /// Check each record's data CRC (the length CRC is always checked: it guards allocation).
+    pub verify: bool,
+    /// Skip and count bad records instead of failing (`on_error="skip"`).
+    pub skip_errors: bool,
+}
+
+impl Default for ReaderOptions {
+    fn default() -> Self {
+        ReaderOptions {
+            verify: true,
+            skip_errors: false,
+        }
+    }
+}
+
+/// Records read in one go: a buffer and the payload range of each record in it.
+#[derive(Debug, Default)]
+pub struct Chunk {
+    /// Raw stream bytes (headers and footers included); payloads are sub-slices.
+    pub data: Vec<u8>,
+    /// `data[starts[i]..ends[i]]` is record i's payload.
+    pub starts: Vec<usize>,
+    /// See `starts`.
+    pub ends: Vec<usize>,
+    /// Stream offset of each record's header.
+    pub file_offsets: Vec<u64>,
+    /// Index in the file of each record (skipped records leave gaps).
+    pub indices: Vec<u64>,
+    /// Stream offset just past the chunk's last record: where a resumed reader starts.
+    pub end_offset: u64,
+    /// Index of the record that follows this chunk.
+    pub next_index: u64,
+}
+
+impl Chunk {
+    /// Number of records.
+    pub fn len(&self) -> usize {
+        self.starts.len()
+    }
+
+    /// True when the chunk holds no record.
+    pub fn is_empty(&self) -> bool {
+        self.starts.is_empty()
+    }
+
+    /// Payload of record `i`.
+    pub fn record(&self, i: usize) -> &[u8] {
+        &self.data[self.starts[i]..self.ends[i]]
+    }
+}
+
+/// Counters of a reader, for the loader's stats.
+#[derive(Debug, Default, Clone)]
+pub struct ReadStats {
+    /// Records returned.
+    pub records: u64,
+    /// Payload bytes returned.
+    pub bytes: u64,
+    /// Records skipped as corrupt (a broken header skips the rest of the file and counts 1).
+    pub skipped_records: u64,
+    /// Stream bytes skipped with them, as far as known.
+    pub skipped_bytes: u64,
+    /// The first messages of what was skipped.
+    pub errors: Vec<String>,
+}
+
+/// Reads framed records from one (possibly compressed) stream.
+pub struct RecordReader {
+    src: Box<dyn Read + Send>,
+    path: Option<String>,
+    known_len: Option<u64>,
+    compression: Compression,
+    opts: ReaderOptions,
+    /// Bytes read but not yet handed out (a partial record); `carry[0]` is at `carry_offset`.
+    carry: Vec<u8>,
+    carry_offset: u64,
+    next_index: u64,
+    eof: bool,
+    done: bool,
+    stats: ReadStats,
+}
+
+impl RecordReader {
+    /// Opens `path`; `compression = None` infers it. `start_offset`/`start_index` resume at a
+    /// record boundary reported by an earlier chunk's `end_offset`/`next_index`.
+    pub fn open(
+        path: &Path,
+        compression: Option<Compression>,
+        opts: ReaderOptions,
+        start_offset: u64,
+        start_index: u64,
+    ) -> Result<Self> {
+        let display = path.display().to_string();
+        let io_err = |e: io::Error| Error::Io {
+            path: Some(display.clone()),
+            source: e,
+        };
+        let Source {
+            reader,
+            known_len,
+            compression,
+        } = compress::open(path, compression).map_err(io_err)?;
+        let mut r = Self::from_reader(reader, Some(display.clone()), known_len, compression, opts);
+        r.next_index = start_index;
+        if start_offset > 0 {
+            r.skip_to(start_offset)?;
+        }
+        Ok(r)
+    }
+
+    /// Wraps an already decompressed stream (tests, in-memory data).
+    pub fn from_reader(
+        src: Box<dyn Read + Send>,
+        path: Option<String>,
+        known_len: Option<u64>,
+        compression: Compression,
+        opts: ReaderOptions,
+    ) -> Self {
+        RecordReader {
+            src,
+            path,
+            known_len,
+            compression,
+            opts,
+            carry: Vec::new(),
+            carry_offset: 0,
+            next_index: 0,
+            eof: false,
+            done: false,
+            stats: ReadStats::default(),
+        }
+    }
+
+    /// The compression in effect.
+    pub fn compression(&self) -> Compression {
+        self.compression
+    }
+
+    /// Counters so far.
+    pub fn stats(&self) -> &ReadStats {
+        &self.stats
+    }
+
+    /// Discards the stream up to `offset` (plain files could seek; decompressed streams
+    /// cannot, and one code path keeps resume behaviour identical for both).
+    fn skip_to(&mut self, offset: u64) -> Result<()> {
+        if let Some(len) = self.known_len {
+            if offset > len {
+                return Err(self.corrupt_at(
+                    offset,
+                    format!("resume offset {offset} is past the end of the file ({len} bytes)"),
+                ));
+            }
+        }
+        let mut sink = io::sink();
+        let copied = io::copy(&mut (&mut self.src).take(offset), &mut sink)
+            .map_err(|e| self.stream_error(e, offset))?;
+        if copied < offset {
+            return Err(self.truncated_at(
+                copied,
+                format!("resume offset {offset} is past the end of the stream ({copied} bytes)"),
+            ));
+        }
+        self.carry_offset = offset;
+        Ok(())
+    }
+
+    fn loc(&self, offset: u64, index: u64) -> Location {
+        Location {
+            path: self.path.clone(),
+            record_index: Some(index),
+            byte_offset: Some(offset),
+        }
+    }
+
+    fn corrupt_at(&self, offset: u64, detail: String) -> Error {
+        Error::Corrupt {
+            loc: self.loc(offset, self.next_index),
+            detail,
+        }
+    }
+
+    fn truncated_at(&self, offset: u64, detail: String) -> Error {
+        Error::Truncated {
+            loc: self.loc(offset, self.next_index),
+            detail,
+        }
+    }
+
+    /// Maps a read error: bad compressed data is corruption, not an OS error.
+    fn stream_error(&self, e: io::Error, offset: u64) -> Error {
+        let name = self.compression.name();
+        match (self.compression, e.kind()) {
+            (Compression::None, _) => Error::Io {
+                path: self.path.clone(),
+                source: e,
+            },
+            (_, io::ErrorKind::UnexpectedEof) => {
+                self.truncated_at(offset, format!("{name} stream ends early: {e}"))
+            }
+            (_, io::ErrorKind::InvalidData | io::ErrorKind::InvalidInput) => {
+                self.corrupt_at(offset, format!("{name} stream is corrupt: {e}"))
+            }
+            _ => Error::Io {
+                path: self.path.clone(),
+                source: e,
+            },
+        }
+    }
+
+    /// Either fails with `err` or, when skipping, records it and returns `Ok`.
+    fn fail_or_skip(&mut self, err: Error, skipped_bytes: u64) -> Result<()> {
+        if !self.opts.skip_errors {
+            return Err(err);
+        }
+        self.stats.skipped_records += 1;
+        self.stats.skipped_bytes += skipped_bytes;
+        if self.stats.errors.len() < MAX_KEPT_ERRORS {
+            self.stats.errors.push(err.to_string());
+        }
+        Ok(())
+    }
+
+    /// Reads up to `max_records` records, stopping early once about `target_bytes` of stream
+    /// have been read. Returns `None` at the end of the stream.
+    pub fn next_chunk(&mut self, max_records: usize, target_bytes: usize) -> Result<Option<Chunk>> {
+        if self.done {
+            return Ok(None);
+        }
+        let max_records = max_records.max(1);
+        let mut buf = std::mem::take(&mut self.carry);
+        let base = self.carry_offset;
+        let mut chunk = Chunk::default();
+        let mut pos = 0usize;
+        loop {
+            let avail = buf.len() - pos;
+            let needed;
+            if avail >= HEADER {
+                let offset = base + pos as u64;
+                let len = u64::from_le_bytes(buf[pos..pos + 8].try_into().expect("8 bytes"));
+                let len_crc =
+                    u32::from_le_bytes(buf[pos + 8..pos + 12].try_into().expect("4 bytes"));
+                let actual = masked_crc32c(&buf[pos..pos + 8]);
+                if actual != len_crc {
+                    // Without a trusted length the rest of the stream cannot be framed.
+                    let err = self.corrupt_at(
+                        offset,
+                        format!("length CRC mismatch: stored {len_crc:#010x}, computed {actual:#010x} (length field reads {len})"),
+                    );
+                    let rest = self
+                        .known_len
+                        .map_or(avail as u64, |n| n.saturating_sub(offset));
+                    self.fail_or_skip(err, rest)?;
+                    self.done = true;
+                    pos = buf.len();
+                    break;
+                }
+                let total = (HEADER as u64 + FOOTER as u64).saturating_add(len);
+                if let Some(n) = self.known_len {
+                    let left = n.saturating_sub(offset);
+                    if total > left {
+                        let err = self.truncated_at(
+                            offset,
+                            format!("record of {len} bytes needs {total} bytes but the file has {left} left"),
+                        );
+                        self.fail_or_skip(err, left)?;
+                        self.done = true;
+                        pos = buf.len();
+                        break;
+                    }
+                }
+                if (avail as u64) >= total {
+                    let total = total as usize;
+                    let (start, end) = (pos + HEADER, pos + HEADER + len as usize);
+                    let ok = !self.opts.verify
+                        || {
+                            let stored =
+                                u32::from_le_bytes(buf[end..end + 4].try_into().expect("4 bytes"));
+                            let computed = masked_crc32c(&buf[start..end]);
+                            stored == computed
+                                || {
+                                    let err = self.corrupt_at(
+                                offset,
+                                format!("data CRC mismatch: stored {stored:#010x}, computed {computed:#010x} over {len} bytes"),
+                            );
+                                    self.fail_or_skip(err, total as u64)?;
+                                    false
+                                }
+                        };
+                    if ok {
+                        chunk.starts.push(start);
+                        chunk.ends.push(end);
+                        chunk.file_offsets.push(offset);
+                        chunk.indices.push(self.next_index);
+                        self.stats.records += 1;
+                        self.stats.bytes += len;
+                    }
+                    self.next_index += 1;
+                    pos += total;
+                    if chunk.len() >= max_records {
+                        break;
+                    }
+                    continue;
+                }
+                needed = (total - avail as u64) as usize;
+            } else {
+                needed = HEADER - avail;
+            }
+            // Not a whole record in the buffer: stop, or read more.
+            if self.eof {
+                if avail > 0 {
+                    let offset = base + pos as u64;
+                    let what = if avail < HEADER { "header" } else { "payload" };
+                    let err = self.truncated_at(
+                        offset,
+                        format!("file ends inside a record {what}: {avail} bytes left, {needed} more expected"),
+                    );
+                    self.fail_or_skip(err, avail as u64)?;
+                    pos = buf.len();
+                }
+                self.done = true;
+                break;
+            }
+            if !chunk.is_empty() && buf.len() >= target_bytes {
+                break;
+            }
+            let want = needed
+                .max(target_bytes.saturating_sub(buf.len()))
+                .max(READ_SIZE.min(target_bytes.max(1 << 16)));
+            let want = if self.known_len.is_some() {
+                want
+            } else {
+                want.min(needed.max(GROW_STEP.min(want)))
+            };
+            self.fill(&mut buf, want, base)?;
+        }
+        // Keep the partial record for the next call.
+        self.carry = buf[pos..].to_vec();
+        self.carry_offset = base + pos as u64;
+        buf.truncate(pos);
+        chunk.data = buf;
+        chunk.end_offset = self.carry_offset;
+        chunk.next_index = self.next_index;
+        if chunk.is_empty() && self.done {
+            return Ok(None);
+        }
+        Ok(Some(chunk))
+    }
+
+    /// Appends up to `want` bytes of stream to `buf`, setting `eof` when the stream ends.
+    fn fill(&mut self, buf: &mut Vec<u8>, want: usize, base: u64) -> Result<()> {
+        let old = buf.len();
+        buf.resize(old + want, 0);
+        let mut n = old;
+        while n < buf.len() {
+            match self.src.read(&mut buf[n..]) {
+                Ok(0) => {
+                    self.eof = true;
+                    break;
+                }
+                Ok(k) => n += k,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    buf.truncate(n);
+                    let err = self.stream_error(e, base + n as u64);
+                    // A broken compressed stream cannot be resumed: skip the rest of the file.
+                    if matches!(err, Error::Io { .. }) {
+                        return Err(err);
+                    }
+                    self.fail_or_skip(err, 0)?;
+                    self.eof = true;
+                    break;
+                }
+            }
+        }
+        buf.truncate(n);
+        Ok(())
+    }
+}
+
+/// Writes framed records to a (possibly compressed) file.
+pub struct RecordWriter {
+    sink: Option<Sink>,
+    path: String,
+    records: u64,
+}
+
+impl RecordWriter {
+    /// Creates (truncates) `path`.
+    pub fn create(path: &Path, compression: Compression, level: Option<u32>) -> Result<Self> {
+        let display = path.display().to_string();
+        let sink = Sink::create(path, compression, level).map_err(|e| Error::Io {
+            path: Some(display.clone()),
+            source: e,
+        })?;
+        Ok(RecordWriter {
+            sink: Some(sink),
+            path: display,
+            records: 0,
+        })
+    }
+
+    fn io(&self, e: io::Error) -> Error {
+        Error::Io {
+            path: Some(self.path.clone()),
+            source: e,
+        }
+    }
+
+    /// Appends one record.
+    pub fn write(&mut self, data: &[u8]) -> Result<()> {
+        let sink = self.sink.as_mut().ok_or_else(|| Error::Io {
+            path: Some(self.path.clone()),
+            source: io::Error::other("write to a closed TFRecordWriter"),
+        })?;
+        let res = write_record(sink, data);
+        res.map_err(|e| self.io(e))?;
+        self.records += 1;
+        Ok(())
+    }
+
+    /// Number of records written.
+    pub fn records(&self) -> u64 {
+        self.records
+    }
+
+    /// Flushes buffered bytes to the OS (a compressed stream stays open).
+    pub fn flush(&mut self) -> Result<()> {
+        match self.sink.as_mut() {
+            Some(s) => s.flush().map_err(|e| Error::Io {
+                path: Some(self.path.clone()),
+                source: e,
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// Finishes the stream (compression trailer) and closes the file. Idempotent.
+    pub fn close(&mut self) -> Result<()> {
+        match self.sink.take() {
+            Some(s) => s.finish().map_err(|e| self.io(e)),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for RecordWriter {
+    fn drop(&mut self) {
+        let _ = self.close();
+    }
+}
+
+/// Frames `data` into `out`: header, payload, footer.
+pub fn write_record(out: &mut impl Write, data: &[u8]) -> io::Result<()> {
+    let len = (data.len() as u64).to_le_bytes();
+    let mut header = [0u8; HEADER];
+    header[..8].copy_from_slice(&len);
+    header[8..].copy_from_slice(&masked_crc32c(&len).to_le_bytes());
+    out.write_all(&header)?;
+    out.write_all(data)?;
+    out.write_all(&masked_crc32c(data).to_le_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn framed(records: &[&[u8]]) -> Vec<u8> {
+        let mut out = Vec::new();
+        for r in records {
+            write_record(&mut out, r).unwrap();
+        }
+        out
+    }
+
+    fn reader(bytes: Vec<u8>, opts: ReaderOptions) -> RecordReader {
+        let len = bytes.len() as u64;
+        RecordReader::from_reader(
+            Box::new(io::Cursor::new(bytes)),
+            Some("mem".into()),
+            Some(len),
+            Compression::None,
+            opts,
+        )
+    }
+
+    fn read_all(r: &mut RecordReader, max: usize, target: usize) -> Result<Vec<Vec<u8>>> {
+        let mut out = Vec::new();
+        while let Some(c) = r.next_chunk(max, target)? {
+            for i in 0..c.len() {
+                out.push(c.record(i).to_vec());
+            }
+        }
+        Ok(out)
+    }
+
+    #[test]
+    fn round_trip_any_chunking() {
+        let recs: Vec<Vec<u8>> = (0..50).map(|i| vec![i as u8; i * 7]).collect();
+        let refs: Vec<&[u8]> = recs.iter().map(|r| r.as_slice()).collect();
+        let bytes = framed(&refs);
+        for (max, target) in [(1, 1), (3, 10), (1000, 64), (1000, 1 << 20)] {
+            let got = read_all(
+                &mut reader(bytes.clone(), ReaderOptions::default()),
+                max,
+                target,
+            )
+            .unwrap();
+            assert_eq!(got, recs, "max={max} target={target}");
+        }
+    }
+
+    #[test]
+    fn data_crc_mismatch_is_located() {
+        let mut bytes = framed(&[b"abc", b"defg"]);
+        let second = HEADER + 3 + FOOTER;
+        bytes[second + HEADER] ^= 1;
+        let err = read_all(
+            &mut reader(bytes.clone(), ReaderOptions::default()),
+            10,
+            1 << 20,
+        )
+        .unwrap_err();
+        match err {
+            Error::Corrupt { loc, .. } => {
+                assert_eq!(loc.record_index, Some(1));
+                assert_eq!(loc.byte_offset, Some(second as u64));
+            }
+            other => panic!("{other:?}"),
+        }
+        let mut r = reader(
+            bytes,
+            ReaderOptions {
+                verify: true,
+                skip_errors: true,
+            },
+        );
+        assert_eq!(
+            read_all(&mut r, 10, 1 << 20).unwrap(),
+            vec![b"abc".to_vec()]
+        );
+        assert_eq!(r.stats().skipped_records, 1);
+    }
+
+    #[test]
+    fn absurd_length_fails_before_allocating() {
+        let len = (u64::MAX / 2).to_le_bytes();
+        let mut bytes = len.to_vec();
+        bytes.extend(masked_crc32c(&len).to_le_bytes());
+        bytes.extend([0u8; 20]);
+        let err = read_all(&mut reader(bytes, ReaderOptions::default()), 10, 1 << 20).unwrap_err();
+        assert!(matches!(err, Error::Truncated { .. }), "{err:?}");
+    }
+
+    #[test]
+    fn truncated_tail() {
+        let mut bytes = framed(&[b"abc", b"defg"]);
+        bytes.truncate(bytes.len() - 2);
+        let err = read_all(
+            &mut reader(bytes.clone(), ReaderOptions::default()),
+            10,
+            1 << 20,
+        )
+        .unwrap_err();
+        assert!(matches!(err, Error::Truncated { .. }), "{err:?}");
+        let mut r = reader(
+            bytes,
+            ReaderOptions {
+                verify: true,
+                skip_errors: true,
+            },
+        );
+        assert_eq!(read_all(&mut r, 10, 1 << 20).unwrap().len(), 1);
+        assert_eq!(r.stats().skipped_records, 1);
+    }
+
+    #[test]
+    fn resume_from_chunk_end() {
+        let recs: Vec<Vec<u8>> = (0..20).map(|i| vec![i as u8; 10]).collect();
+        let refs: Vec<&[u8]> = recs.iter().map(|r| r.as_slice()).collect();
+        let dir = std::env::temp_dir().join(format!("jaxrec-resume-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("a.tfrecord");
+        std::fs::write(&path, framed(&refs)).unwrap();
+        let mut r = RecordReader::open(&path, None, ReaderOptions::default(), 0, 0).unwrap();
+        let first = r.next_chunk(7, 1 << 20).unwrap().unwrap();
+        let mut r2 = RecordReader::open(
+            &path,
+            None,
+            ReaderOptions::default(),
+            first.end_offset,
+            first.next_index,
+        )
+        .unwrap();
+        let rest = read_all(&mut r2, 100, 1 << 20).unwrap();
+        assert_eq!(rest, recs[7..].to_vec());
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+}

@@ -1,0 +1,157 @@
+//! Protocol-buffer wire-format primitives: varints and field skipping.
+//!
+//! A field is a varint key `(field_number << 3) | wire_type` followed by its value: wire type 0
+//! a varint, 1 eight bytes, 2 a varint length then that many bytes, 5 four bytes (3 and 4 are
+//! the deprecated groups, which tf.train messages never use and we reject).
+//! Every function bounds-checks against the slice and returns `None` on malformed input.
+
+/// Wire type of varint fields.
+pub const VARINT: u8 = 0;
+/// Wire type of fixed 64-bit fields.
+pub const FIXED64: u8 = 1;
+/// Wire type of length-delimited fields (bytes, strings, sub-messages, packed lists).
+pub const LEN: u8 = 2;
+/// Wire type of fixed 32-bit fields (float).
+pub const FIXED32: u8 = 5;
+
+/// Reads a varint at `*pos`, advancing it. At most 10 bytes, as the format allows.
+#[inline(always)]
+pub fn read_varint(buf: &[u8], pos: &mut usize) -> Option<u64> {
+    let mut p = *pos;
+    // Fast path for the one-byte varints that dominate tags, lengths and small ints.
+    let b0 = *buf.get(p)?;
+    if b0 < 0x80 {
+        *pos = p + 1;
+        return Some(u64::from(b0));
+    }
+    let mut value = 0u64;
+    let mut shift = 0u32;
+    loop {
+        let b = *buf.get(p)?;
+        p += 1;
+        value |= u64::from(b & 0x7f) << shift;
+        if b < 0x80 {
+            *pos = p;
+            return Some(value);
+        }
+        shift += 7;
+        if shift >= 70 {
+            return None;
+        }
+    }
+}
+
+/// Reads a field key, returning `(field_number, wire_type)`.
+#[inline(always)]
+pub fn read_key(buf: &[u8], pos: &mut usize) -> Option<(u64, u8)> {
+    let key = read_varint(buf, pos)?;
+    Some((key >> 3, (key & 7) as u8))
+}
+
+/// Reads a length-delimited value's length and returns the value's byte range, advancing past it.
+#[inline(always)]
+pub fn read_len_delimited<'a>(buf: &'a [u8], pos: &mut usize) -> Option<&'a [u8]> {
+    let len = read_varint(buf, pos)?;
+    let start = *pos;
+    let end = start.checked_add(usize::try_from(len).ok()?)?;
+    let value = buf.get(start..end)?;
+    *pos = end;
+    Some(value)
+}
+
+/// Skips the value of a field of `wire_type` at `*pos`.
+#[inline]
+pub fn skip_value(buf: &[u8], pos: &mut usize, wire_type: u8) -> Option<()> {
+    match wire_type {
+        VARINT => read_varint(buf, pos).map(|_| ()),
+        FIXED64 => advance(buf, pos, 8),
+        LEN => read_len_delimited(buf, pos).map(|_| ()),
+        FIXED32 => advance(buf, pos, 4),
+        _ => None,
+    }
+}
+
+#[inline]
+fn advance(buf: &[u8], pos: &mut usize, n: usize) -> Option<()> {
+    let end = pos.checked_add(n)?;
+    if end > buf.len() {
+        return None;
+    }
+    *pos = end;
+    Some(())
+}
+
+/// Number of varints in a packed block: one per byte without the continuation bit.
+/// Correct for any well-formed block; a malformed last varint is caught when decoding.
+#[inline]
+pub fn count_varints(block: &[u8]) -> usize {
+    block.iter().filter(|&&b| b < 0x80).count()
+}
+
+/// Appends `value` as a varint.
+#[inline]
+pub fn write_varint(out: &mut Vec<u8>, mut value: u64) {
+    while value >= 0x80 {
+        out.push((value as u8) | 0x80);
+        value >>= 7;
+    }
+    out.push(value as u8);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn varint_round_trip() {
+        for v in [
+            0u64,
+            1,
+            127,
+            128,
+            300,
+            u32::MAX as u64,
+            u64::MAX,
+            (-1i64) as u64,
+        ] {
+            let mut buf = Vec::new();
+            write_varint(&mut buf, v);
+            let mut pos = 0;
+            assert_eq!(read_varint(&buf, &mut pos), Some(v));
+            assert_eq!(pos, buf.len());
+        }
+    }
+
+    #[test]
+    fn malformed_varints() {
+        let mut pos = 0;
+        assert_eq!(read_varint(&[0x80, 0x80], &mut pos), None); // runs off the end
+        let mut pos = 0;
+        assert_eq!(read_varint(&[0xff; 11], &mut pos), None); // longer than 10 bytes
+    }
+
+    #[test]
+    fn len_delimited_bounds() {
+        let mut pos = 0;
+        assert_eq!(read_len_delimited(&[3, 1, 2], &mut pos), None);
+        let mut pos = 0;
+        assert_eq!(
+            read_len_delimited(&[2, 1, 2], &mut pos),
+            Some(&[1u8, 2][..])
+        );
+        // A length near u64::MAX must not overflow the end computation.
+        let mut buf = Vec::new();
+        write_varint(&mut buf, u64::MAX);
+        let mut pos = 0;
+        assert_eq!(read_len_delimited(&buf, &mut pos), None);
+    }
+
+    #[test]
+    fn counts_packed_varints() {
+        let mut buf = Vec::new();
+        for v in [1u64, 300, 0, u64::MAX] {
+            write_varint(&mut buf, v);
+        }
+        assert_eq!(count_varints(&buf), 4);
+    }
+}
