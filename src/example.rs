@@ -374,11 +374,19 @@ fn split_feature(feature: &[u8]) -> std::result::Result<Option<(Wire, &[u8])>, &
     Ok(Some((wire, list)))
 }
 
-/// Scans a `Features` message (a map), storing the value bytes of requested keys in `slots`.
+/// Scans a `Features` (or `FeatureLists`) map, storing the value bytes of requested keys in
+/// `slots`.
+///
+/// Follows TensorFlow's fast parser rather than generic protobuf where they differ (the golden
+/// tests pin each rule): a map entry is exactly two fields, each the key or the value, in any
+/// order (a key given twice leaves the value empty); a later entry for the same key replaces an
+/// earlier one, except that in an Example's `Features` (`example_features`) an empty (kind-less)
+/// Feature does not replace an earlier value of a FixedLen or FixedLenSequence feature.
 fn scan_map<'a>(
     map: &'a [u8],
     spec: &CompiledSpec,
     slots: &mut [Option<&'a [u8]>],
+    example_features: bool,
     what: &'static str,
 ) -> std::result::Result<(), &'static str> {
     let mut pos = 0;
@@ -390,7 +398,7 @@ fn scan_map<'a>(
         let entry = read_len_delimited(map, &mut pos).ok_or("map entry overruns the record")?;
         let (mut key, mut value): (&[u8], &[u8]) = (b"", b"");
         let mut p = 0;
-        while p < entry.len() {
+        for _ in 0..2 {
             match read_key(entry, &mut p) {
                 Some((1, wire::LEN)) => {
                     key = read_len_delimited(entry, &mut p).ok_or("map key overruns its entry")?
@@ -399,14 +407,20 @@ fn scan_map<'a>(
                     value =
                         read_len_delimited(entry, &mut p).ok_or("map value overruns its entry")?
                 }
-                Some((_, wt)) => {
-                    skip_value(entry, &mut p, wt).ok_or("malformed field in map entry")?
-                }
-                None => return Err("malformed map entry"),
+                _ => return Err("map entry is not a key and a value"),
             }
         }
+        if p != entry.len() {
+            return Err("map entry has fields after its key and value");
+        }
         if let Some(slot) = spec.slot(key) {
-            slots[slot] = Some(value);
+            let keep_earlier = example_features
+                && value.is_empty()
+                && slots[slot].is_some()
+                && spec.features[slot].kind != Kind::Var;
+            if !keep_earlier {
+                slots[slot] = Some(value);
+            }
         }
     }
     Ok(())
@@ -427,12 +441,14 @@ fn scan_record<'a>(
             (1, wire::LEN, _) => {
                 let map =
                     read_len_delimited(record, &mut pos).ok_or("features overrun the record")?;
-                scan_map(map, context, ctx_slots, "unexpected field in Features")?;
+                // TensorFlow's SequenceExample parser lacks the Example parser's kind-less rule.
+                let what = "unexpected field in Features";
+                scan_map(map, context, ctx_slots, seq.is_none(), what)?;
             }
             (2, wire::LEN, Some((spec, slots))) => {
                 let map = read_len_delimited(record, &mut pos)
                     .ok_or("feature_lists overrun the record")?;
-                scan_map(map, spec, slots, "unexpected field in FeatureLists")?;
+                scan_map(map, spec, slots, false, "unexpected field in FeatureLists")?;
             }
             _ => skip_value(record, &mut pos, wt).ok_or("malformed field")?,
         }
@@ -490,12 +506,22 @@ fn fill_fixed<'a, T: Zero, D: Decode<'a, T>>(
     found: &[Found<'a>],
     defaults: &[T],
     type_name: &str,
+    kindless_is_missing: bool,
 ) -> Result<Vec<T>> {
     let n = ctx.cfg.n;
     let mut out: Vec<T> = vec![T::zero(); found.len() * n];
     for (row, f) in found.iter().enumerate() {
         let dst = &mut out[row * n..(row + 1) * n];
-        match f {
+        // A Feature with no list set counts as missing in an Example (as in TensorFlow); in a
+        // SequenceExample's context it holds 0 values.
+        let list = match f {
+            Some(feature) => match ctx.list(row, feature)? {
+                None if !kindless_is_missing => Some(&[][..]),
+                list => list,
+            },
+            None => None,
+        };
+        match list {
             None if defaults.len() == n => dst.copy_from_slice(defaults),
             None => {
                 return Err(ctx.err(
@@ -503,11 +529,8 @@ fn fill_fixed<'a, T: Zero, D: Decode<'a, T>>(
                     format!("required feature is missing and the spec gives no default_value (expected a {} of {n} values)", ctx.cfg.wire().name()),
                 ))
             }
-            Some(feature) => {
-                let count = match ctx.list(row, feature)? {
-                    Some(list) => D::decode(list, dst).map_err(|e| ctx.decode_err(row, e, type_name))?,
-                    None => 0,
-                };
+            Some(list) => {
+                let count = D::decode(list, dst).map_err(|e| ctx.decode_err(row, e, type_name))?;
                 if count != n {
                     return Err(ctx.err(row, format!("expected {n} values (the FixedLenFeature's shape), found {count}")));
                 }
@@ -700,18 +723,29 @@ fn fill_feature_list<'a, T: Zero, D: Decode<'a, T>>(
     }
 }
 
+/// Which of TensorFlow's parsers a column follows: they differ on kind-less Features.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Rules {
+    /// A feature of an Example.
+    Example,
+    /// A context feature of a SequenceExample.
+    Context,
+    /// A feature list of a SequenceExample.
+    FeatureList,
+}
+
 /// Decodes one feature of the batch into a column of type `T`.
 fn column_of<'a, T: Zero, D: Decode<'a, T>>(
     cfg: &FeatureConfig,
     found: &[Found<'a>],
     defaults: Vec<T>,
     type_name: &str,
-    in_feature_list: bool,
+    kind_rules: Rules,
     wrap: fn(Vec<T>) -> ColumnData<'a>,
 ) -> Result<Column<'a>> {
     let ctx = Ctx { cfg };
     let b = found.len();
-    if in_feature_list {
+    if kind_rules == Rules::FeatureList {
         let pad = defaults.first().copied().unwrap_or_else(T::zero);
         let (data, shape, lengths, steps, truncated) =
             fill_feature_list::<T, D>(&ctx, found, pad, type_name)?;
@@ -725,7 +759,13 @@ fn column_of<'a, T: Zero, D: Decode<'a, T>>(
     }
     match cfg.kind {
         Kind::Fixed => {
-            let data = fill_fixed::<T, D>(&ctx, found, &defaults, type_name)?;
+            let data = fill_fixed::<T, D>(
+                &ctx,
+                found,
+                &defaults,
+                type_name,
+                kind_rules == Rules::Example,
+            )?;
             Ok(Column {
                 data: wrap(data),
                 shape: vec![b, cfg.n],
@@ -782,7 +822,7 @@ fn float_defaults<T: FloatOut>(cfg: &FeatureConfig) -> Vec<T> {
 fn decode_column<'a>(
     cfg: &'a FeatureConfig,
     found: &[Found<'a>],
-    in_feature_list: bool,
+    kind_rules: Rules,
 ) -> Result<Column<'a>> {
     macro_rules! int_col {
         ($t:ty, $variant:ident) => {
@@ -791,7 +831,7 @@ fn decode_column<'a>(
                 found,
                 int_defaults::<$t>(cfg)?,
                 <$t as IntOut>::NAME,
-                in_feature_list,
+                kind_rules,
                 ColumnData::$variant,
             )
         };
@@ -811,7 +851,7 @@ fn decode_column<'a>(
             found,
             float_defaults(cfg),
             "float32",
-            in_feature_list,
+            kind_rules,
             ColumnData::F32,
         ),
         OutDType::F64 => column_of::<f64, FloatDecoder>(
@@ -819,7 +859,7 @@ fn decode_column<'a>(
             found,
             float_defaults(cfg),
             "float64",
-            in_feature_list,
+            kind_rules,
             ColumnData::F64,
         ),
         OutDType::F16 => column_of::<f16, FloatDecoder>(
@@ -827,7 +867,7 @@ fn decode_column<'a>(
             found,
             float_defaults(cfg),
             "float16",
-            in_feature_list,
+            kind_rules,
             |v| ColumnData::F16(v.reinterpret_into()),
         ),
         OutDType::BF16 => column_of::<bf16, FloatDecoder>(
@@ -835,7 +875,7 @@ fn decode_column<'a>(
             found,
             float_defaults(cfg),
             "bfloat16",
-            in_feature_list,
+            kind_rules,
             |v| ColumnData::BF16(v.reinterpret_into()),
         ),
         OutDType::Bytes => {
@@ -848,7 +888,7 @@ fn decode_column<'a>(
                 found,
                 defaults,
                 "bytes",
-                in_feature_list,
+                kind_rules,
                 ColumnData::Bytes,
             )
         }
@@ -877,7 +917,7 @@ pub fn parse_examples<'a>(records: &[&'a [u8]], spec: &'a CompiledSpec) -> Resul
         .features
         .iter()
         .enumerate()
-        .map(|(f, cfg)| decode_column(cfg, &found[f * b..(f + 1) * b], false))
+        .map(|(f, cfg)| decode_column(cfg, &found[f * b..(f + 1) * b], Rules::Example))
         .collect::<Result<Vec<_>>>()?;
     Ok(ParsedBatch {
         context,
@@ -918,13 +958,13 @@ pub fn parse_sequence_examples<'a>(
         .features
         .iter()
         .enumerate()
-        .map(|(f, cfg)| decode_column(cfg, &found_c[f * b..(f + 1) * b], false))
+        .map(|(f, cfg)| decode_column(cfg, &found_c[f * b..(f + 1) * b], Rules::Context))
         .collect::<Result<Vec<_>>>()?;
     let seq_cols = sequence
         .features
         .iter()
         .enumerate()
-        .map(|(f, cfg)| decode_column(cfg, &found_s[f * b..(f + 1) * b], true))
+        .map(|(f, cfg)| decode_column(cfg, &found_s[f * b..(f + 1) * b], Rules::FeatureList))
         .collect::<Result<Vec<_>>>()?;
     Ok(ParsedBatch {
         context: ctx_cols,

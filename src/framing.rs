@@ -105,6 +105,11 @@ pub struct RecordReader {
     next_index: u64,
     eof: bool,
     done: bool,
+    /// A read error of the underlying stream, reported once framing reaches where it happened.
+    stream_failure: Option<io::Error>,
+    /// An error met after some records of a chunk were framed: those records are returned
+    /// first and the error on the next call, so no good record before it is lost.
+    pending: Option<Error>,
     stats: ReadStats,
 }
 
@@ -155,6 +160,8 @@ impl RecordReader {
             next_index: 0,
             eof: false,
             done: false,
+            stream_failure: None,
+            pending: None,
             stats: ReadStats::default(),
         }
     }
@@ -250,25 +257,66 @@ impl RecordReader {
     }
 
     /// Reads up to `max_records` records, stopping early once about `target_bytes` of stream
-    /// have been read. Returns `None` at the end of the stream.
+    /// have been read. Returns `None` at the end of the stream. After an error (in raise mode)
+    /// the records framed before it are returned first and the error on the next call.
     pub fn next_chunk(&mut self, max_records: usize, target_bytes: usize) -> Result<Option<Chunk>> {
+        if let Some(err) = self.pending.take() {
+            return Err(err);
+        }
         if self.done {
             return Ok(None);
         }
-        let max_records = max_records.max(1);
         let mut buf = std::mem::take(&mut self.carry);
         let base = self.carry_offset;
         let mut chunk = Chunk::default();
         let mut pos = 0usize;
+        let res = self.frame(
+            &mut buf,
+            &mut pos,
+            &mut chunk,
+            base,
+            max_records.max(1),
+            target_bytes,
+        );
+        // Keep the partial record for the next call.
+        self.carry = buf[pos..].to_vec();
+        self.carry_offset = base + pos as u64;
+        buf.truncate(pos);
+        chunk.data = buf;
+        chunk.end_offset = self.carry_offset;
+        chunk.next_index = self.next_index;
+        if let Err(err) = res {
+            self.done = true;
+            if chunk.is_empty() {
+                return Err(err);
+            }
+            self.pending = Some(err);
+        }
+        if chunk.is_empty() && self.done {
+            return Ok(None);
+        }
+        Ok(Some(chunk))
+    }
+
+    /// Frames records from `buf[*pos..]` into `chunk`, reading more of the stream as needed.
+    fn frame(
+        &mut self,
+        buf: &mut Vec<u8>,
+        pos: &mut usize,
+        chunk: &mut Chunk,
+        base: u64,
+        max_records: usize,
+        target_bytes: usize,
+    ) -> Result<()> {
         loop {
-            let avail = buf.len() - pos;
+            let p = *pos;
+            let avail = buf.len() - p;
             let needed;
             if avail >= HEADER {
-                let offset = base + pos as u64;
-                let len = u64::from_le_bytes(buf[pos..pos + 8].try_into().expect("8 bytes"));
-                let len_crc =
-                    u32::from_le_bytes(buf[pos + 8..pos + 12].try_into().expect("4 bytes"));
-                let actual = masked_crc32c(&buf[pos..pos + 8]);
+                let offset = base + p as u64;
+                let len = u64::from_le_bytes(buf[p..p + 8].try_into().expect("8 bytes"));
+                let len_crc = u32::from_le_bytes(buf[p + 8..p + 12].try_into().expect("4 bytes"));
+                let actual = masked_crc32c(&buf[p..p + 8]);
                 if actual != len_crc {
                     // Without a trusted length the rest of the stream cannot be framed.
                     let err = self.corrupt_at(
@@ -278,10 +326,9 @@ impl RecordReader {
                     let rest = self
                         .known_len
                         .map_or(avail as u64, |n| n.saturating_sub(offset));
-                    self.fail_or_skip(err, rest)?;
+                    *pos = buf.len();
                     self.done = true;
-                    pos = buf.len();
-                    break;
+                    return self.fail_or_skip(err, rest);
                 }
                 let total = (HEADER as u64 + FOOTER as u64).saturating_add(len);
                 if let Some(n) = self.known_len {
@@ -291,30 +338,28 @@ impl RecordReader {
                             offset,
                             format!("record of {len} bytes needs {total} bytes but the file has {left} left"),
                         );
-                        self.fail_or_skip(err, left)?;
+                        *pos = buf.len();
                         self.done = true;
-                        pos = buf.len();
-                        break;
+                        return self.fail_or_skip(err, left);
                     }
                 }
                 if (avail as u64) >= total {
                     let total = total as usize;
-                    let (start, end) = (pos + HEADER, pos + HEADER + len as usize);
-                    let ok = !self.opts.verify
-                        || {
-                            let stored =
-                                u32::from_le_bytes(buf[end..end + 4].try_into().expect("4 bytes"));
-                            let computed = masked_crc32c(&buf[start..end]);
-                            stored == computed
-                                || {
-                                    let err = self.corrupt_at(
+                    let (start, end) = (p + HEADER, p + HEADER + len as usize);
+                    let mut ok = true;
+                    if self.opts.verify {
+                        let stored =
+                            u32::from_le_bytes(buf[end..end + 4].try_into().expect("4 bytes"));
+                        let computed = masked_crc32c(&buf[start..end]);
+                        if stored != computed {
+                            let err = self.corrupt_at(
                                 offset,
                                 format!("data CRC mismatch: stored {stored:#010x}, computed {computed:#010x} over {len} bytes"),
                             );
-                                    self.fail_or_skip(err, total as u64)?;
-                                    false
-                                }
-                        };
+                            self.fail_or_skip(err, total as u64)?;
+                            ok = false;
+                        }
+                    }
                     if ok {
                         chunk.starts.push(start);
                         chunk.ends.push(end);
@@ -324,9 +369,9 @@ impl RecordReader {
                         self.stats.bytes += len;
                     }
                     self.next_index += 1;
-                    pos += total;
+                    *pos = p + total;
                     if chunk.len() >= max_records {
-                        break;
+                        return Ok(());
                     }
                     continue;
                 }
@@ -336,47 +381,43 @@ impl RecordReader {
             }
             // Not a whole record in the buffer: stop, or read more.
             if self.eof {
+                let offset = base + p as u64;
+                *pos = buf.len();
+                self.done = true;
+                if let Some(e) = self.stream_failure.take() {
+                    let err = self.stream_error(e, offset);
+                    return self.fail_or_skip(err, avail as u64);
+                }
                 if avail > 0 {
-                    let offset = base + pos as u64;
                     let what = if avail < HEADER { "header" } else { "payload" };
                     let err = self.truncated_at(
                         offset,
                         format!("file ends inside a record {what}: {avail} bytes left, {needed} more expected"),
                     );
-                    self.fail_or_skip(err, avail as u64)?;
-                    pos = buf.len();
+                    return self.fail_or_skip(err, avail as u64);
                 }
-                self.done = true;
-                break;
+                return Ok(());
             }
             if !chunk.is_empty() && buf.len() >= target_bytes {
-                break;
+                return Ok(());
             }
             let want = needed
                 .max(target_bytes.saturating_sub(buf.len()))
                 .max(READ_SIZE.min(target_bytes.max(1 << 16)));
+            // A length from a compressed stream cannot be checked against a file size: grow
+            // towards it in steps, so a corrupt length costs at most one step of memory.
             let want = if self.known_len.is_some() {
                 want
             } else {
                 want.min(needed.max(GROW_STEP.min(want)))
             };
-            self.fill(&mut buf, want, base)?;
+            self.fill(buf, want)?;
         }
-        // Keep the partial record for the next call.
-        self.carry = buf[pos..].to_vec();
-        self.carry_offset = base + pos as u64;
-        buf.truncate(pos);
-        chunk.data = buf;
-        chunk.end_offset = self.carry_offset;
-        chunk.next_index = self.next_index;
-        if chunk.is_empty() && self.done {
-            return Ok(None);
-        }
-        Ok(Some(chunk))
     }
 
-    /// Appends up to `want` bytes of stream to `buf`, setting `eof` when the stream ends.
-    fn fill(&mut self, buf: &mut Vec<u8>, want: usize, base: u64) -> Result<()> {
+    /// Appends up to `want` bytes of stream to `buf`, setting `eof` when the stream ends. A
+    /// decompression error ends the stream too; it is reported where framing stops.
+    fn fill(&mut self, buf: &mut Vec<u8>, want: usize) -> Result<()> {
         let old = buf.len();
         buf.resize(old + want, 0);
         let mut n = old;
@@ -388,14 +429,15 @@ impl RecordReader {
                 }
                 Ok(k) => n += k,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => {
+                Err(e) if self.compression == Compression::None => {
                     buf.truncate(n);
-                    let err = self.stream_error(e, base + n as u64);
-                    // A broken compressed stream cannot be resumed: skip the rest of the file.
-                    if matches!(err, Error::Io { .. }) {
-                        return Err(err);
-                    }
-                    self.fail_or_skip(err, 0)?;
+                    return Err(Error::Io {
+                        path: self.path.clone(),
+                        source: e,
+                    });
+                }
+                Err(e) => {
+                    self.stream_failure = Some(e);
                     self.eof = true;
                     break;
                 }

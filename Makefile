@@ -1,0 +1,41 @@
+# jaxrec's entry point for development. `make help` lists the targets.
+PYTHON ?= python
+.DEFAULT_GOAL := help
+
+.PHONY: help install test test-rust test-py lint format bench golden demo
+
+help: ## List the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
+
+install: ## Build the native module (release) and install jaxrec editable with the dev tools
+	$(PYTHON) -m pip install -e ".[dev]"
+
+test: test-rust test-py ## Run every test: Rust unit tests, then the Python suite
+
+test-rust: ## Rust unit tests (plain crate, no Python)
+	cargo test --quiet
+
+test-py: ## Python tests (unit, golden, property, failure)
+	$(PYTHON) -m pytest -q
+
+lint: ## ruff, the stub check, rustfmt and clippy
+	$(PYTHON) -m ruff check jaxrec tests benchmarks examples scripts
+	$(PYTHON) -m ruff format --check jaxrec tests benchmarks examples scripts
+	$(PYTHON) -m mypy.stubtest jaxrec._native
+	cargo fmt --check
+	cargo clippy --all-targets --features python -- -D warnings
+
+format: ## Format Python and Rust sources
+	$(PYTHON) -m ruff format jaxrec tests benchmarks examples scripts
+	$(PYTHON) -m ruff check --fix jaxrec tests benchmarks examples scripts
+	cargo fmt
+
+bench: ## Side-by-side throughput against tf.data (needs: pip install -e ".[tf]")
+	$(PYTHON) benchmarks/bench_parse.py --workload tokens --threads 2
+	$(PYTHON) benchmarks/bench_framing.py
+
+golden: ## Rewrite tests/data/golden with real TensorFlow (needs: pip install -e ".[tf]")
+	$(PYTHON) scripts/make_golden.py
+
+demo: ## Run the demo on the embedded dataset
+	$(PYTHON) -m jaxrec.demo

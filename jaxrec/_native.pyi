@@ -1,0 +1,73 @@
+# Typed stub of the native module (src/python.rs). Checked against the built module by
+# `make lint` (mypy.stubtest), so it cannot drift.
+from os import PathLike
+
+import numpy as np
+import numpy.typing as npt
+
+def masked_crc32c(data: bytes) -> int:
+    """Masked CRC32C of `data`, as stored in TFRecord headers and footers."""
+
+class Chunk:
+    """Records read in one go from one file: one buffer and the payload range of each record."""
+
+    def __len__(self) -> int: ...
+    def __getitem__(self, i: int) -> bytes: ...
+    def to_list(self) -> list[bytes]: ...
+    @property
+    def path(self) -> str | None: ...
+    @property
+    def end_offset(self) -> int: ...
+    @property
+    def next_index(self) -> int: ...
+    @property
+    def indices(self) -> npt.NDArray[np.uint64]: ...
+    @property
+    def file_offsets(self) -> npt.NDArray[np.uint64]: ...
+    @property
+    def payload_bytes(self) -> int: ...
+
+class RecordReader:
+    """Reads framed records from one TFRecord file, in chunks, with the GIL released."""
+
+    def __new__(
+        cls,
+        path: str | PathLike[str],
+        compression: str | None = "auto",
+        verify: bool = True,
+        skip_errors: bool = False,
+        start_offset: int = 0,
+        start_index: int = 0,
+    ) -> RecordReader: ...
+    def read_chunk(self, max_records: int = ..., target_bytes: int = 4194304) -> Chunk | None: ...
+    @property
+    def compression(self) -> str: ...
+    def stats(self) -> dict[str, object]: ...
+
+class RecordWriter:
+    """Writes framed records to a (possibly compressed) file."""
+
+    def __new__(
+        cls, path: str | PathLike[str], compression: str | None = None, level: int | None = None
+    ) -> RecordWriter: ...
+    def write(self, record: bytes) -> None: ...
+    def write_many(self, records: list[bytes]) -> None: ...
+    def flush(self) -> None: ...
+    def close(self) -> None: ...
+    @property
+    def records(self) -> int: ...
+
+_FeatureTuple = tuple[
+    str, int, int, str, int, int | None, bool,
+    list[float] | None, list[int] | None, list[bytes] | None, bool,
+]
+_Column = tuple[np.ndarray, str | None, npt.NDArray[np.int32] | None, npt.NDArray[np.int64] | None, int]
+
+class ExampleParser:
+    """A compiled spec: parses batches of serialized records into numpy arrays."""
+
+    def __new__(
+        cls, features: list[_FeatureTuple], sequence_features: list[_FeatureTuple] | None = None
+    ) -> ExampleParser: ...
+    def parse(self, records: list[bytes]) -> tuple[list[_Column], list[_Column]]: ...
+    def parse_chunk(self, chunk: Chunk) -> tuple[list[_Column], list[_Column]]: ...
