@@ -1,1 +1,125 @@
-fn main() {}
+//! Criterion benches of the two hot loops, without Python: framing + CRC over an in-memory
+//! stream of 1 KiB records, and parsing a batch of 256 "tokens" Examples (DESIGN.md's
+//! workload). `cargo bench` runs them; `benchmarks/` holds the side-by-side runs vs tf.data.
+
+use std::hint::black_box;
+use std::io::Cursor;
+
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use jaxrec::compress::Compression;
+use jaxrec::example::parse_examples;
+use jaxrec::framing::{write_record, ReaderOptions, RecordReader};
+use jaxrec::spec::{CompiledSpec, Defaults, FeatureConfig, Kind, OutDType};
+use jaxrec::wire::write_varint;
+
+fn framed_stream(records: usize, size: usize) -> Vec<u8> {
+    let payload: Vec<u8> = (0..size).map(|i| (i * 31) as u8).collect();
+    let mut out = Vec::with_capacity(records * (size + 16));
+    for _ in 0..records {
+        write_record(&mut out, &payload).unwrap();
+    }
+    out
+}
+
+fn bench_framing(c: &mut Criterion) {
+    let stream = framed_stream(64 * 1024, 1024);
+    let mut group = c.benchmark_group("framing");
+    group.throughput(Throughput::Bytes(stream.len() as u64));
+    for verify in [true, false] {
+        group.bench_function(if verify { "1KiB records, CRC" } else { "1KiB records, no data CRC" }, |b| {
+            b.iter(|| {
+                let len = stream.len() as u64;
+                let src = Box::new(Cursor::new(stream.clone()));
+                let opts = ReaderOptions { verify, skip_errors: false };
+                let mut r = RecordReader::from_reader(src, None, Some(len), Compression::None, opts);
+                let mut n = 0;
+                while let Some(chunk) = r.next_chunk(usize::MAX, 4 << 20).unwrap() {
+                    n += chunk.len();
+                }
+                black_box(n)
+            })
+        });
+    }
+    group.finish();
+}
+
+/// A serialized Example: `tokens` int64 list, `dense` 16 floats, `label`, `id` bytes.
+fn token_example(i: usize) -> Vec<u8> {
+    fn field(out: &mut Vec<u8>, tag: u8, body: &[u8]) {
+        out.push(tag);
+        write_varint(out, body.len() as u64);
+        out.extend_from_slice(body);
+    }
+    fn entry(name: &str, feature: Vec<u8>) -> Vec<u8> {
+        let mut e = Vec::new();
+        field(&mut e, 0x0a, name.as_bytes());
+        field(&mut e, 0x12, &feature);
+        e
+    }
+    let n = 64 + (i * 7919) % 193;
+    let mut packed = Vec::new();
+    for t in 0..n {
+        write_varint(&mut packed, ((t * 131 + i) % 32000) as u64);
+    }
+    let list = |tag: u8, body: Vec<u8>| {
+        let mut inner = Vec::new();
+        field(&mut inner, 0x0a, &body);
+        let mut f = Vec::new();
+        field(&mut f, tag, &inner);
+        f
+    };
+    let floats: Vec<u8> = (0..16).flat_map(|k| (k as f32 * 0.5).to_le_bytes()).collect();
+    let mut label = Vec::new();
+    write_varint(&mut label, (i % 10) as u64);
+    let mut id_list = Vec::new();
+    field(&mut id_list, 0x0a, format!("rec-{i:06}").as_bytes());
+    let mut id = Vec::new();
+    field(&mut id, 0x0a, &id_list);
+    let mut features = Vec::new();
+    for e in [
+        entry("tokens", list(0x1a, packed)),
+        entry("dense", list(0x12, floats)),
+        entry("label", list(0x1a, label)),
+        entry("id", id),
+    ] {
+        field(&mut features, 0x0a, &e);
+    }
+    let mut example = Vec::new();
+    field(&mut example, 0x0a, &features);
+    example
+}
+
+fn tokens_spec() -> CompiledSpec {
+    let cfg = |name: &str, kind, dtype, n, max_len, defaults| FeatureConfig {
+        name: name.into(),
+        kind,
+        dtype,
+        n,
+        max_len,
+        truncate: false,
+        defaults,
+        allow_missing: false,
+    };
+    CompiledSpec::new(vec![
+        cfg("tokens", Kind::Var, OutDType::I32, 1, Some(256), Defaults::Int(vec![0])),
+        cfg("dense", Kind::Fixed, OutDType::F32, 16, None, Defaults::None),
+        cfg("label", Kind::Fixed, OutDType::I32, 1, None, Defaults::None),
+        cfg("id", Kind::Fixed, OutDType::Bytes, 1, None, Defaults::None),
+    ])
+    .unwrap()
+}
+
+fn bench_parse(c: &mut Criterion) {
+    let records: Vec<Vec<u8>> = (0..256).map(token_example).collect();
+    let slices: Vec<&[u8]> = records.iter().map(Vec::as_slice).collect();
+    let spec = tokens_spec();
+    let mut group = c.benchmark_group("parse");
+    group.throughput(Throughput::Elements(slices.len() as u64));
+    group.bench_function("tokens batch of 256", |b| {
+        b.iter(|| black_box(parse_examples(black_box(&slices), &spec).unwrap()))
+    });
+    group.finish();
+}
+
+criterion_group!(benches, bench_framing, bench_parse);
+criterion_main!(benches);

@@ -64,9 +64,10 @@ def read_chunks(
 ) -> Iterator[_native.Chunk]:
     """Yields the records of each file in :class:`jaxrec._native.Chunk`\\ s.
 
-    A chunk holds one file's records read in one go (about ``chunk_bytes`` of file) in a single
-    buffer; ``len(chunk)``, ``chunk[i]`` and ``chunk.to_list()`` give the records, and
-    :func:`jaxrec.parse_example` parses a chunk without copying it into Python objects.
+    Each file is read in blocks of about ``chunk_bytes``; a chunk is up to ``max_records``
+    records of one block, sharing the block's buffer (no copy per chunk or per record).
+    ``len(chunk)``, ``chunk[i]`` and ``chunk.to_list()`` give the records, and
+    :func:`jaxrec.parse_example` parses a chunk without making Python objects of its records.
 
     Args:
         paths: files or glob patterns, read in order.
@@ -75,8 +76,9 @@ def read_chunks(
         verify: check each record's data CRC (the length CRC is always checked).
         on_error: ``"raise"`` a :class:`~jaxrec.errors.CorruptRecordError`, or ``"skip"`` bad
             records (a broken length skips the rest of that file).
-        chunk_bytes: about how much of a file each chunk covers.
-        max_records: at most this many records per chunk.
+        chunk_bytes: the size of the blocks files are read in (a larger record gets a block of
+            its own).
+        max_records: at most this many records per chunk (default: a whole block).
 
     Raises:
         CorruptRecordError: a CRC mismatch or broken compressed stream (with ``"raise"``).

@@ -22,10 +22,6 @@ pub enum Compression {
     Zlib,
 }
 
-/// Bytes read per `read` call from plain files: large sequential reads keep the disk and page
-/// cache streaming; 4 MiB is past the point where larger reads stopped helping on local NVMe.
-pub const READ_SIZE: usize = 4 << 20;
-
 impl Compression {
     /// Parses tf.io's names: `None`/"" → none, "GZIP", "ZLIB" (case-insensitive).
     pub fn from_name(name: Option<&str>) -> Result<Self> {
@@ -116,8 +112,8 @@ pub fn open(path: &Path, compression: Option<Compression>) -> io::Result<Source>
         Compression::None => Some(file.metadata()?.len()),
         _ => None,
     };
-    // The decoders read through a buffer of their own; plain files are read in READ_SIZE
-    // blocks straight into the chunk buffer, so they need none.
+    // The decoders read through a buffer of their own; plain files are read in large blocks
+    // straight into the reader's block buffer, so they need none.
     let reader: Box<dyn Read + Send> = match compression {
         Compression::None => Box::new(file),
         Compression::Gzip => Box::new(MultiGzDecoder::new(io::BufReader::with_capacity(

@@ -10,8 +10,9 @@
 
 use std::io::{self, Read, Write};
 use std::path::Path;
+use std::sync::Arc;
 
-use crate::compress::{self, Compression, Sink, Source, READ_SIZE};
+use crate::compress::{self, Compression, Sink, Source};
 use crate::crc::masked_crc32c;
 use crate::error::{Error, Location, Result};
 
@@ -44,8 +45,9 @@ impl Default for ReaderOptions {
 /// Records read in one go: a buffer and the payload range of each record in it.
 #[derive(Debug, Default)]
 pub struct Chunk {
-    /// Raw stream bytes (headers and footers included); payloads are sub-slices.
-    pub data: Vec<u8>,
+    /// A block of raw stream bytes (headers and footers included), shared by the chunks framed
+    /// from it; payloads are sub-slices.
+    pub data: Arc<Vec<u8>>,
     /// `data[starts[i]..ends[i]]` is record i's payload.
     pub starts: Vec<usize>,
     /// See `starts`.
@@ -99,9 +101,12 @@ pub struct RecordReader {
     known_len: Option<u64>,
     compression: Compression,
     opts: ReaderOptions,
-    /// Bytes read but not yet handed out (a partial record); `carry[0]` is at `carry_offset`.
-    carry: Vec<u8>,
-    carry_offset: u64,
+    /// The block of stream bytes being framed; chunks share it (no copy per chunk).
+    block: Arc<Vec<u8>>,
+    /// Stream offset of `block[0]`.
+    block_offset: u64,
+    /// Next unframed byte in `block`.
+    pos: usize,
     next_index: u64,
     eof: bool,
     done: bool,
@@ -155,8 +160,9 @@ impl RecordReader {
             known_len,
             compression,
             opts,
-            carry: Vec::new(),
-            carry_offset: 0,
+            block: Arc::new(Vec::new()),
+            block_offset: 0,
+            pos: 0,
             next_index: 0,
             eof: false,
             done: false,
@@ -196,7 +202,7 @@ impl RecordReader {
                 format!("resume offset {offset} is past the end of the stream ({copied} bytes)"),
             ));
         }
-        self.carry_offset = offset;
+        self.block_offset = offset;
         Ok(())
     }
 
@@ -256,34 +262,21 @@ impl RecordReader {
         Ok(())
     }
 
-    /// Reads up to `max_records` records, stopping early once about `target_bytes` of stream
-    /// have been read. Returns `None` at the end of the stream. After an error (in raise mode)
-    /// the records framed before it are returned first and the error on the next call.
-    pub fn next_chunk(&mut self, max_records: usize, target_bytes: usize) -> Result<Option<Chunk>> {
+    /// Reads up to `max_records` records from the stream, reading it in blocks of about
+    /// `block_bytes`. A chunk never spans two blocks, so it may hold fewer records. Returns
+    /// `None` at the end of the stream. After an error (in raise mode) the records framed before
+    /// it are returned first and the error on the next call, so no good record is lost.
+    pub fn next_chunk(&mut self, max_records: usize, block_bytes: usize) -> Result<Option<Chunk>> {
         if let Some(err) = self.pending.take() {
             return Err(err);
         }
         if self.done {
             return Ok(None);
         }
-        let mut buf = std::mem::take(&mut self.carry);
-        let base = self.carry_offset;
         let mut chunk = Chunk::default();
-        let mut pos = 0usize;
-        let res = self.frame(
-            &mut buf,
-            &mut pos,
-            &mut chunk,
-            base,
-            max_records.max(1),
-            target_bytes,
-        );
-        // Keep the partial record for the next call.
-        self.carry = buf[pos..].to_vec();
-        self.carry_offset = base + pos as u64;
-        buf.truncate(pos);
-        chunk.data = buf;
-        chunk.end_offset = self.carry_offset;
+        let res = self.frame(&mut chunk, max_records.max(1), block_bytes.max(1));
+        chunk.data = Arc::clone(&self.block);
+        chunk.end_offset = self.block_offset + self.pos as u64;
         chunk.next_index = self.next_index;
         if let Err(err) = res {
             self.done = true;
@@ -298,22 +291,16 @@ impl RecordReader {
         Ok(Some(chunk))
     }
 
-    /// Frames records from `buf[*pos..]` into `chunk`, reading more of the stream as needed.
-    fn frame(
-        &mut self,
-        buf: &mut Vec<u8>,
-        pos: &mut usize,
-        chunk: &mut Chunk,
-        base: u64,
-        max_records: usize,
-        target_bytes: usize,
-    ) -> Result<()> {
+    /// Frames records of the current block into `chunk`; starts a new block when the current
+    /// one holds no whole record and the chunk is still empty.
+    fn frame(&mut self, chunk: &mut Chunk, max_records: usize, block_bytes: usize) -> Result<()> {
         loop {
-            let p = *pos;
+            let buf = Arc::clone(&self.block);
+            let p = self.pos;
             let avail = buf.len() - p;
+            let offset = self.block_offset + p as u64;
             let needed;
             if avail >= HEADER {
-                let offset = base + p as u64;
                 let len = u64::from_le_bytes(buf[p..p + 8].try_into().expect("8 bytes"));
                 let len_crc = u32::from_le_bytes(buf[p + 8..p + 12].try_into().expect("4 bytes"));
                 let actual = masked_crc32c(&buf[p..p + 8]);
@@ -326,7 +313,7 @@ impl RecordReader {
                     let rest = self
                         .known_len
                         .map_or(avail as u64, |n| n.saturating_sub(offset));
-                    *pos = buf.len();
+                    self.pos = buf.len();
                     self.done = true;
                     return self.fail_or_skip(err, rest);
                 }
@@ -338,7 +325,7 @@ impl RecordReader {
                             offset,
                             format!("record of {len} bytes needs {total} bytes but the file has {left} left"),
                         );
-                        *pos = buf.len();
+                        self.pos = buf.len();
                         self.done = true;
                         return self.fail_or_skip(err, left);
                     }
@@ -369,7 +356,7 @@ impl RecordReader {
                         self.stats.bytes += len;
                     }
                     self.next_index += 1;
-                    *pos = p + total;
+                    self.pos = p + total;
                     if chunk.len() >= max_records {
                         return Ok(());
                     }
@@ -379,10 +366,12 @@ impl RecordReader {
             } else {
                 needed = HEADER - avail;
             }
-            // Not a whole record in the buffer: stop, or read more.
+            // No whole record left in this block.
+            if !chunk.is_empty() {
+                return Ok(());
+            }
             if self.eof {
-                let offset = base + p as u64;
-                *pos = buf.len();
+                self.pos = buf.len();
                 self.done = true;
                 if let Some(e) = self.stream_failure.take() {
                     let err = self.stream_error(e, offset);
@@ -398,21 +387,28 @@ impl RecordReader {
                 }
                 return Ok(());
             }
-            if !chunk.is_empty() && buf.len() >= target_bytes {
-                return Ok(());
-            }
-            let want = needed
-                .max(target_bytes.saturating_sub(buf.len()))
-                .max(READ_SIZE.min(target_bytes.max(1 << 16)));
             // A length from a compressed stream cannot be checked against a file size: grow
             // towards it in steps, so a corrupt length costs at most one step of memory.
             let want = if self.known_len.is_some() {
-                want
+                needed.max(block_bytes)
             } else {
-                want.min(needed.max(GROW_STEP.min(want)))
+                needed.min(GROW_STEP).max(block_bytes)
             };
-            self.fill(buf, want)?;
+            self.next_block(want)?;
         }
+    }
+
+    /// Starts a new block: the unframed tail of the current one (at most one partial record)
+    /// followed by up to `want` more bytes of stream.
+    fn next_block(&mut self, want: usize) -> Result<()> {
+        let tail = &self.block[self.pos..];
+        let mut buf = Vec::with_capacity(tail.len() + want);
+        buf.extend_from_slice(tail);
+        self.block_offset += self.pos as u64;
+        self.pos = 0;
+        self.fill(&mut buf, want)?;
+        self.block = Arc::new(buf);
+        Ok(())
     }
 
     /// Appends up to `want` bytes of stream to `buf`, setting `eof` when the stream ends. A

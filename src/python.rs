@@ -199,21 +199,21 @@ impl RecordReader {
         })
     }
 
-    /// Reads up to `max_records` records, about `target_bytes` of file at most (a single
-    /// larger record is still returned whole). Returns None at the end of the file.
-    #[pyo3(signature = (max_records=usize::MAX, target_bytes=4 << 20))]
+    /// Reads up to `max_records` records of the current block of about `block_bytes` of file
+    /// (a larger record gets a block of its own). Returns None at the end of the file.
+    #[pyo3(signature = (max_records=usize::MAX, block_bytes=4 << 20))]
     fn read_chunk(
         &self,
         py: Python<'_>,
         max_records: usize,
-        target_bytes: usize,
+        block_bytes: usize,
     ) -> PyResult<Option<Chunk>> {
         let res = py.detach(|| {
             let mut r = self
                 .inner
                 .lock()
                 .map_err(|_| Error::Spec("reader poisoned by an earlier panic".into()))?;
-            r.next_chunk(max_records, target_bytes)
+            r.next_chunk(max_records, block_bytes)
         });
         match res {
             Ok(Some(c)) => Ok(Some(Chunk {
