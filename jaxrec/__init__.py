@@ -16,6 +16,8 @@ from jaxrec._encode import encode_sequence_example as encode_sequence_example
 from jaxrec._encode import make_example as make_example
 from jaxrec._encode import make_sequence_example as make_sequence_example
 from jaxrec._encode import to_feature as to_feature
+from jaxrec._loader import BatchInfo as BatchInfo
+from jaxrec._loader import Loader as Loader
 from jaxrec._native import Chunk as Chunk
 from jaxrec._native import masked_crc32c as masked_crc32c
 from jaxrec._parse import ExampleParser as ExampleParser
@@ -51,6 +53,7 @@ from jaxrec.errors import TruncatedRecordError as TruncatedRecordError
 __version__ = "0.1.0"
 
 __all__ = [
+    "BatchInfo",
     "BytesList",
     "Chunk",
     "CorruptRecordError",
@@ -68,6 +71,7 @@ __all__ = [
     "FloatList",
     "Int64List",
     "JaxrecError",
+    "Loader",
     "SequenceExample",
     "ShardingError",
     "TFRecordWriter",

@@ -151,6 +151,28 @@ class ExampleParser:
         return context, feature_lists, lengths
 
 
+    def parse_rows(
+        self, chunks: list[_native.Chunk], which: np.ndarray, rows: np.ndarray
+    ) -> dict[str, np.ndarray]:
+        """Parses row ``i`` = record ``rows[i]`` of ``chunks[which[i]]`` (the loader's path).
+
+        Examples give the :meth:`parse` dict. SequenceExamples give one dict too: the context
+        and feature lists side by side, and each feature list's step count as
+        ``<name>_length`` (``<name>_steps`` for VarLen feature lists, whose ``<name>_length``
+        holds the per-step lengths).
+        """
+        ctx, seq = self._native.parse_rows(chunks, which, rows)
+        out: dict[str, np.ndarray] = {}
+        self._columns(self._context, ctx, out, None)
+        if self._sequence is not None:
+            steps: dict[str, np.ndarray] = {}
+            self._columns(self._sequence, seq, out, steps)
+            for spec in self._sequence:
+                key = f"{spec.name}_steps" if spec.kind == KIND_VAR else length_key(spec.name)
+                out[key] = steps[spec.name].astype(np.int32)
+        return out
+
+
 _CACHE_SIZE = 64
 _cache: OrderedDict[str, ExampleParser] = OrderedDict()
 _cache_lock = threading.Lock()

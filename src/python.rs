@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::sync::Mutex;
 
-use numpy::{PyArray1, PyArrayMethods};
+use numpy::{PyArray1, PyArrayMethods, PyReadonlyArray1};
 use pyo3::exceptions::{PyIndexError, PyOSError, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
@@ -507,18 +507,64 @@ impl ExampleParser {
         let slices = chunk.records();
         self.run(py, &slices).map_err(|e| relocate(py, e, chunk))
     }
+
+    /// Parses a batch gathered from several chunks: row i is record `rows[i]` of chunk
+    /// `chunks[which[i]]` (the loader's shuffled order). Errors name that record's file,
+    /// index and offset.
+    fn parse_rows<'py>(
+        &self,
+        py: Python<'py>,
+        chunks: Vec<PyRef<'py, Chunk>>,
+        which: PyReadonlyArray1<'py, i64>,
+        rows: PyReadonlyArray1<'py, i64>,
+    ) -> PyResult<Bound<'py, PyTuple>> {
+        let (which, rows) = (which.as_slice()?, rows.as_slice()?);
+        if which.len() != rows.len() {
+            return Err(PyValueError::new_err(
+                "which and rows must have the same length",
+            ));
+        }
+        let mut slices = Vec::with_capacity(rows.len());
+        for (&c, &r) in which.iter().zip(rows) {
+            let chunk = usize::try_from(c).ok().and_then(|c| chunks.get(c));
+            let row = usize::try_from(r).ok();
+            match (chunk, row) {
+                (Some(chunk), Some(row)) if row < chunk.inner.len() => {
+                    slices.push(chunk.inner.record(row))
+                }
+                _ => return Err(PyIndexError::new_err(format!("no record {r} in chunk {c}"))),
+            }
+        }
+        self.run(py, &slices).map_err(|e| {
+            let row = e
+                .value(py)
+                .getattr("record_index")
+                .ok()
+                .and_then(|r| r.extract::<usize>().ok());
+            match row.filter(|&r| r < which.len()) {
+                Some(r) => relocate_row(py, e, &chunks[which[r] as usize], rows[r] as usize),
+                None => e,
+            }
+        })
+    }
 }
 
 /// Rewrites a parse error's batch row into the chunk's file, record index and byte offset.
 fn relocate(py: Python<'_>, err: PyErr, chunk: &Chunk) -> PyErr {
-    let value = err.value(py);
-    let row: Option<usize> = value
+    let row: Option<usize> = err
+        .value(py)
         .getattr("record_index")
         .ok()
         .and_then(|r| r.extract().ok());
-    let Some(row) = row.filter(|&r| r < chunk.inner.len()) else {
-        return err;
-    };
+    match row.filter(|&r| r < chunk.inner.len()) {
+        Some(row) => relocate_row(py, err, chunk, row),
+        None => err,
+    }
+}
+
+/// Rewrites a parse error to name record `row` of `chunk`.
+fn relocate_row(py: Python<'_>, err: PyErr, chunk: &Chunk, row: usize) -> PyErr {
+    let value = err.value(py);
     let kwargs = PyDict::new(py);
     let fill = || -> PyResult<PyErr> {
         kwargs.set_item("path", chunk.path.as_deref())?;

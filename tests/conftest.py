@@ -1,11 +1,14 @@
-"""Shared test setup: hypothesis profiles.
+"""Shared test setup: eight simulated devices, hypothesis profiles.
 
 ``fast`` (default) keeps the suite quick; ``JAXREC_HYPOTHESIS_PROFILE=slow`` explores more.
 """
 
 import os
 
-from hypothesis import HealthCheck, settings
+# Eight CPU devices, like a TPU v4-8 slice, for the sharding tests; set before jax is imported.
+os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
+
+from hypothesis import HealthCheck, settings  # noqa: E402
 
 settings.register_profile("fast", max_examples=50, deadline=None)
 settings.register_profile(

@@ -1,0 +1,271 @@
+"""The Loader: coverage per epoch, host shards, padding, shuffle determinism, exact resume,
+errors, device placement on 8 simulated devices, and thread/file hygiene."""
+
+from __future__ import annotations
+
+import gzip
+import itertools
+import os
+import threading
+
+import jax
+import numpy as np
+import pytest
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+import jaxrec as jr
+from jaxrec.testing import assert_resumes_exactly
+
+SPEC = {
+    "id": jr.FixedLenFeature([], np.int64),
+    "tok": jr.VarLenFeature(np.int32, max_len=4, truncate=True),
+    "name": jr.FixedLenFeature([], bytes),
+}
+
+
+def write_files(tmp_path, sizes, compression=None, prefix="part"):
+    paths = []
+    for f, n in enumerate(sizes):
+        suffix = ".gz" if compression == "GZIP" else ""
+        p = tmp_path / f"{prefix}-{f:03d}.tfrecord{suffix}"
+        with jr.TFRecordWriter(p, compression) as w:
+            w.write_many(
+                [
+                    jr.encode_example({"id": f * 1000 + i, "tok": list(range(i % 6)), "name": f"r{f}-{i}"})
+                    for i in range(n)
+                ]
+            )
+        paths.append(str(p))
+    return paths
+
+
+def all_ids(sizes):
+    return sorted(f * 1000 + i for f, n in enumerate(sizes) for i in range(n))
+
+
+def epoch_ids(loader, epochs=1):
+    """Real ids per epoch, and batch count per epoch."""
+    out = [[] for _ in range(epochs)]
+    counts = [0] * epochs
+    for batch in loader:
+        info = loader.last_info
+        out[info.epoch].extend(np.asarray(batch["id"])[np.asarray(batch["mask"])].tolist())
+        counts[info.epoch] += 1
+    return out, counts
+
+
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_every_record_once_per_epoch(tmp_path, shuffle):
+    sizes = [13, 0, 7, 21]
+    paths = write_files(tmp_path, sizes)
+    loader = jr.Loader(paths, SPEC, batch_size=8, shuffle=shuffle, seed=3, num_epochs=3, shuffle_buffer=10)
+    ids, counts = epoch_ids(loader, 3)
+    for e in range(3):
+        assert sorted(ids[e]) == all_ids(sizes)
+    assert counts == [loader.batches_per_epoch] * 3 == [6] * 3
+    if shuffle:
+        assert ids[0] != ids[1]  # reshuffled per epoch
+    stats = loader.stats()
+    assert stats["records"] == 3 * sum(sizes) and stats["batches"] == 18
+    assert stats["padded_rows"] == 3 * (6 * 8 - sum(sizes))
+
+
+def test_no_shuffle_keeps_file_order(tmp_path):
+    paths = write_files(tmp_path, [5, 5])
+    loader = jr.Loader(paths, SPEC, batch_size=4, cycle_length=1)
+    ids, _ = epoch_ids(loader)
+    assert ids[0] == all_ids([5, 5])
+    interleaved = jr.Loader(paths, SPEC, batch_size=4, cycle_length=2, block_length=2)
+    ids, _ = epoch_ids(interleaved)
+    assert ids[0] == [0, 1, 1000, 1001, 2, 3, 1002, 1003, 4, 1004]
+
+
+def test_seed_decides_the_order(tmp_path):
+    paths = write_files(tmp_path, [30, 30, 30])
+    run = lambda seed: epoch_ids(jr.Loader(paths, SPEC, batch_size=8, shuffle=True, seed=seed, num_threads=2))[0][0]
+    assert run(7) == run(7)
+    assert run(7) != run(8)
+
+
+def test_batches_are_fixed_shape_with_mask(tmp_path):
+    paths = write_files(tmp_path, [10])
+    batches = list(jr.Loader(paths, SPEC, batch_size=4))
+    assert len(batches) == 3
+    for b in batches:
+        assert b["id"].shape == (4,) and b["tok"].shape == (4, 4) and b["tok_length"].shape == (4,)
+        assert b["name"].dtype == object and b["mask"].dtype == bool
+    last = batches[-1]
+    assert last["mask"].tolist() == [True, True, False, False]
+    assert last["name"].tolist()[2:] == [b"", b""] and last["id"].tolist()[2:] == [0, 0]
+
+
+def test_drop_remainder_cuts_evenly(tmp_path):
+    paths = write_files(tmp_path, [10])
+    loader = jr.Loader(paths, SPEC, batch_size=4, drop_remainder=True)
+    batches = list(loader)
+    assert len(batches) == 2 and all(b["mask"].all() for b in batches)
+    assert loader.stats()["records_dropped"] == 2
+
+
+@pytest.mark.parametrize("sizes, hosts", [([9, 4, 11, 0, 6], 2), ([9, 4, 11], 3), ([10, 3], 4), ([5], 3)])
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_hosts_cover_each_record_once_with_equal_batches(tmp_path, sizes, hosts, shuffle):
+    paths = write_files(tmp_path, sizes)
+    per_host, counts = [], []
+    for h in range(hosts):
+        loader = jr.Loader(
+            paths, SPEC, batch_size=3, shuffle=shuffle, seed=1, process_index=h, process_count=hosts
+        )
+        ids, c = epoch_ids(loader)
+        per_host.append(ids[0])
+        counts.append(c[0])
+    assert len(set(counts)) == 1
+    flat = [i for ids in per_host for i in ids]
+    assert sorted(flat) == all_ids(sizes) and len(flat) == len(set(flat))
+
+
+def make_resumable(paths, **kw):
+    def make(state=None):
+        return jr.Loader(paths, SPEC, batch_size=5, state=state, **kw)
+
+    return make
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {"shuffle": True, "seed": 11, "shuffle_buffer": 17, "num_epochs": 3, "block_length": 3},
+        {"shuffle": False, "num_epochs": 2, "cycle_length": 2},
+        {"shuffle": True, "seed": 2, "shuffle_buffer": 1000, "num_epochs": 2},  # buffer > epoch
+        {"shuffle": True, "seed": 5, "process_index": 1, "process_count": 3, "num_epochs": 2},
+    ],
+)
+def test_resume_exactly(tmp_path, kw):
+    paths = write_files(tmp_path, [23, 9, 31, 4])
+    make = make_resumable(paths, **kw)
+    per_epoch = make().batches_per_epoch
+    total = per_epoch * kw["num_epochs"]
+    # mid-epoch, while the buffer fills, at an epoch boundary, one before the end
+    stops = sorted({1, 3, per_epoch // 2, per_epoch, per_epoch + 2, total - 1})
+    assert_resumes_exactly(make, stops, total)
+
+
+def test_resume_gzip_files(tmp_path):
+    paths = write_files(tmp_path, [40, 25], compression="GZIP")
+    make = make_resumable(paths, shuffle=True, seed=4, shuffle_buffer=9, chunk_bytes=256)
+    assert_resumes_exactly(make, [2, 7], make().batches_per_epoch)
+
+
+def test_state_is_small_json_and_checked(tmp_path):
+    import json
+
+    paths = write_files(tmp_path, [50, 50])
+    loader = jr.Loader(paths, SPEC, batch_size=4, shuffle=True, seed=0, shuffle_buffer=8)
+    it = iter(loader)
+    next(it)
+    state = json.loads(json.dumps(loader.state()))
+    it.close()
+    assert len(json.dumps(state)) < 4000
+    with pytest.raises(jr.JaxrecError, match="batch_size: saved 4, now 8"):
+        jr.Loader(paths, SPEC, batch_size=8, shuffle=True, seed=0, shuffle_buffer=8, state=state)
+
+
+def test_iterating_again_continues(tmp_path):
+    paths = write_files(tmp_path, [20])
+    loader = jr.Loader(paths, SPEC, batch_size=4)
+    first = [b["id"][0] for b in itertools.islice(loader, 2)]
+    rest = [b["id"][0] for b in loader]
+    assert first + rest == [0, 4, 8, 12, 16]
+
+
+def test_needs_static_shapes(tmp_path):
+    paths = write_files(tmp_path, [3])
+    with pytest.raises(jr.FeatureSpecError, match="needs max_len"):
+        jr.Loader(paths, {"tok": jr.VarLenFeature(np.int32)}, batch_size=2)
+    with pytest.raises(jr.FeatureSpecError, match="mask key"):
+        jr.Loader(paths, {"mask": jr.FixedLenFeature([], np.int64, default_value=0)}, batch_size=2)
+
+
+def test_corrupt_record_error_reaches_consumer_and_skip_counts(tmp_path):
+    paths = write_files(tmp_path, [12])
+    offset = int(next(jr.read_chunks(paths)).file_offsets[5])
+    path = tmp_path / os.path.basename(paths[0])
+    data = bytearray(path.read_bytes())
+    data[offset + 12 + 2] ^= 0xFF  # inside record 5's payload: its data CRC fails
+    path.write_bytes(bytes(data))
+    with pytest.raises(jr.CorruptRecordError) as info:
+        list(jr.Loader(paths, SPEC, batch_size=4))
+    assert (info.value.path, info.value.record_index, info.value.byte_offset) == (paths[0], 5, offset)
+    loader = jr.Loader(paths, SPEC, batch_size=4, on_error="skip")
+    ids, counts = epoch_ids(loader)
+    stats = loader.stats()
+    assert stats["skipped_records"] == 1 and sorted(ids[0]) == [i for i in range(12) if i != 5]
+    assert counts[0] == loader.batches_per_epoch and stats["errors"]
+
+
+def test_parse_error_names_file_record_offset(tmp_path):
+    paths = write_files(tmp_path, [6])
+    with jr.TFRecordWriter(tmp_path / "bad.tfrecord") as w:
+        w.write_many([jr.encode_example({"id": 1.5, "tok": [1], "name": "x"})])
+    with pytest.raises(jr.ExampleParseError, match="data types don't match") as info:
+        list(jr.Loader(paths + [str(tmp_path / "bad.tfrecord")], SPEC, batch_size=4))
+    assert info.value.path.endswith("bad.tfrecord") and info.value.record_index == 0
+    assert info.value.byte_offset == 0 and info.value.feature == "id"
+
+
+def test_sharded_batches_on_eight_devices(tmp_path):
+    assert jax.device_count() == 8
+    paths = write_files(tmp_path, [30, 30])
+    mesh = Mesh(np.array(jax.devices()).reshape(4, 2), ("data", "model"))
+    sharding = NamedSharding(mesh, PartitionSpec("data"))
+    loader = jr.Loader(paths, SPEC, batch_size=16, sharding=sharding)
+    batches = list(loader)
+    assert len(batches) == 4
+    b = batches[0]
+    assert isinstance(b["id"], jax.Array) and b["id"].sharding == sharding
+    assert b["tok"].shape == (16, 4) and len(b["tok"].addressable_shards) == 8
+    assert isinstance(b["name"], np.ndarray)  # bytes stay on the host
+    ids = np.concatenate([np.asarray(x["id"])[np.asarray(x["mask"])] for x in batches])
+    assert sorted(ids.tolist()) == all_ids([30, 30])
+    assert loader.stats()["host_to_device_seconds"] > 0
+    with pytest.raises(jr.ShardingError, match="cannot be split"):
+        jr.Loader(paths, SPEC, batch_size=6, sharding=sharding)
+
+
+def live_worker_threads():
+    return [t for t in threading.enumerate() if t.name.startswith("jaxrec-")]
+
+
+def open_fds():
+    return len(os.listdir("/proc/self/fd"))
+
+
+def test_break_exception_and_repeats_leave_no_threads_or_files(tmp_path):
+    paths = write_files(tmp_path, [200, 200, 200])
+    fds = open_fds()
+    for _ in range(5):
+        loader = jr.Loader(paths, SPEC, batch_size=4, shuffle=True, seed=0, num_epochs=None)
+        for i, _batch in enumerate(loader):
+            if i == 3:
+                break
+        assert not live_worker_threads()
+    loader = jr.Loader(paths, SPEC, batch_size=4, num_epochs=None)
+    with pytest.raises(RuntimeError, match="boom"):
+        for i, _batch in enumerate(loader):
+            if i == 2:
+                raise RuntimeError("boom")
+    assert not live_worker_threads()
+    with jr.Loader(paths, SPEC, batch_size=4, num_epochs=None) as loader:
+        it = iter(loader)
+        next(it)
+    del it
+    assert not live_worker_threads()
+    assert open_fds() <= fds
+
+
+def test_gzip_files(tmp_path):
+    sizes = [17, 8]
+    paths = write_files(tmp_path, sizes, compression="GZIP")
+    assert gzip.decompress((tmp_path / os.path.basename(paths[0])).read_bytes())
+    ids, _ = epoch_ids(jr.Loader(paths, SPEC, batch_size=4, shuffle=True, seed=0))
+    assert sorted(ids[0]) == all_ids(sizes)
