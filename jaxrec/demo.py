@@ -1,15 +1,14 @@
 """A demo from TFRecord files to a JAX training loop: ``python -m jaxrec.demo [FILES...]``.
 
 Without arguments it reads the small dataset shipped in the package (``jaxrec/data/``, made by
-``scripts/make_demo_data.py``): token sequences with a binary label. It parses them with a
-compiled spec into fixed-shape batches, places each batch on every local device with a
-``NamedSharding`` and trains a bag-of-embeddings classifier for a few epochs.
+``scripts/make_demo_data.py``): token sequences with a binary label. A
+:class:`jaxrec.Loader` shuffles them, parses them into fixed-shape batches and places each batch
+on every local device with a ``NamedSharding``; a bag-of-words classifier trains for a few epochs.
 """
 
 from __future__ import annotations
 
 import argparse
-import concurrent.futures
 import time
 from importlib import resources
 
@@ -29,25 +28,6 @@ def default_files() -> list[str]:
     return [str(resources.files("jaxrec") / "data" / "demo.tfrecord.gz")]
 
 
-def batches(files: list[str], batch_size: int, threads: int = 2):
-    """Yields fixed-shape numpy batches; the last partial batch is padded with a ``mask``."""
-    parser = jr.ExampleParser(SPEC)
-    chunks = jr.read_chunks(files, max_records=batch_size)
-    with concurrent.futures.ThreadPoolExecutor(threads) as pool:
-        # The parser releases the GIL, so the pool parses chunks in parallel, in order.
-        for batch in pool.map(parser.parse, chunks):
-            n = len(batch["label"])
-            batch["mask"] = np.arange(batch_size) < n
-            if n < batch_size:
-                for k, v in batch.items():
-                    if k != "mask":
-                        pad = [(0, batch_size - n)] + [(0, 0)] * (v.ndim - 1)
-                        batch[k] = np.pad(v, pad) if v.dtype != object else np.concatenate(
-                            [v, np.full(batch_size - n, b"", dtype=object)]
-                        )
-            yield batch
-
-
 def main(argv: list[str] | None = None) -> None:
     """Runs the demo."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -61,12 +41,16 @@ def main(argv: list[str] | None = None) -> None:
     from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
     files = jr.expand_paths(args.files) if args.files else default_files()
-    n_records = sum(len(c) for c in jr.read_chunks(files))
-    print(f"{len(files)} file(s), {n_records} records; devices: {jax.devices()}")
-
     mesh = Mesh(np.array(jax.devices()), ("data",))
     sharding = NamedSharding(mesh, PartitionSpec("data"))
     batch_size = args.batch_size - args.batch_size % len(jax.devices()) or len(jax.devices())
+    loader = jr.Loader(
+        files, SPEC, batch_size, shuffle=True, seed=0, num_epochs=args.epochs, sharding=sharding
+    )
+    print(
+        f"{len(files)} file(s), {sum(loader.record_counts)} records, "
+        f"{loader.batches_per_epoch} batches of {batch_size} per epoch; devices: {jax.devices()}"
+    )
 
     # A bag-of-words logistic regression: one learned score per token id, summed over the
     # sequence's real (unpadded) positions.
@@ -87,22 +71,21 @@ def main(argv: list[str] | None = None) -> None:
         params = jax.tree.map(lambda p, g: p - 0.5 * g, params, grads)
         return params, loss, correct
 
-    for epoch in range(args.epochs):
-        start, seen, correct, losses = time.perf_counter(), 0, 0.0, []
-        for batch in batches(files, batch_size):
-            arrays = {k: v for k, v in batch.items() if k != "id"}  # bytes stay on the host
-            dev = jax.device_put(arrays, sharding)
-            params, loss, c = step(
-                params, dev["tokens"], dev["tokens_length"], dev["label"], dev["mask"]
-            )
-            losses.append(float(loss))
-            correct += float(c)
-            seen += int(batch["mask"].sum())
-        dt = time.perf_counter() - start
-        print(
-            f"epoch {epoch}: loss {np.mean(losses):.4f}  accuracy {correct / seen:.3f}  "
-            f"{seen} records in {dt:.2f}s"
+    start, correct, seen, losses = time.perf_counter(), 0.0, 0, []
+    for batch in loader:
+        batch.pop("id")  # bytes stay on the host
+        params, loss, c = step(
+            params, batch["tokens"], batch["tokens_length"], batch["label"], batch["mask"]
         )
+        losses.append(loss)
+        correct += float(c)
+        seen += loader.last_info.real_rows
+        if loader.last_info.last_in_epoch:
+            print(
+                f"epoch {loader.last_info.epoch}: loss {np.mean(jax.device_get(losses)):.4f}  "
+                f"accuracy {correct / seen:.3f}  {seen} records in {time.perf_counter() - start:.2f}s"
+            )
+            start, correct, seen, losses = time.perf_counter(), 0.0, 0, []
 
 
 if __name__ == "__main__":
