@@ -21,13 +21,15 @@ Compression = Literal["auto", "GZIP", "ZLIB", ""] | None
 OnError = Literal["raise", "skip"]
 
 _GLOB_CHARS = frozenset("*?[")
+_INDEX_SUFFIX = ".idx"
 
 
 def expand_paths(paths: PathLike | Iterable[PathLike]) -> list[str]:
     """Turns a path, a glob pattern, or a list of either into a list of file paths.
 
-    Glob patterns are expanded and sorted (so every host sees the same order); plain paths
-    are kept as given, in order, even if they do not exist (opening them raises later).
+    Glob patterns are expanded and sorted (so every host sees the same order), leaving out
+    record indexes (``*.idx``); plain paths are kept as given, in order, even if they do not
+    exist (opening them raises later).
 
     Raises:
         FileNotFoundError: a glob pattern matches no file.
@@ -38,7 +40,9 @@ def expand_paths(paths: PathLike | Iterable[PathLike]) -> list[str]:
     for p in paths:
         p = os.fspath(p)
         if _GLOB_CHARS.intersection(p):
-            matched = sorted(glob.glob(p))
+            # Record indexes (`jaxrec index`) sit beside their files; a pattern like
+            # "train-*" must not pick them up as data.
+            matched = sorted(m for m in glob.glob(p) if not m.endswith(_INDEX_SUFFIX))
             if not matched:
                 raise FileNotFoundError(f"no file matches {p!r}")
             out.extend(matched)

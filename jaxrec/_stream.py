@@ -257,10 +257,26 @@ class RecordStream:
                 else:
                     self.open[i] = nxt
         self.open = [f for f in self.open if f is not None]
-        self._rounds += 1
-        if self._rounds % 64 == 0:
-            self._collect()
         return np.concatenate(parts) if parts else np.empty(0, dtype=np.uint64)
+
+    def _rounds_at_once(self, want: int) -> np.ndarray | None:
+        """Several rounds in one vectorised step, when every open file has them queued.
+
+        The result is exactly what as many :meth:`_round` calls would give (no file ends or
+        opens within them); it just costs numpy calls per batch instead of Python per round.
+        """
+        k, files = self.block_length, len(self.open)
+        if files < self.cycle_length and self.files_started < len(self.order):
+            return None  # a file still has to be opened: take the careful path
+        rounds = -(-want // (k * files)) if files else 0
+        for f in self.open:
+            queued = sum(len(c[2]) - c[3] for c in f.chunks)
+            rounds = min(rounds, queued // k)
+        if rounds < 2:
+            return None
+        per_file = [np.concatenate(self._take(f, rounds * k)) for f in self.open]
+        # [files, rounds, k] -> [rounds, files, k]: round-robin order.
+        return np.stack(per_file).reshape(files, rounds, k).transpose(1, 0, 2).reshape(-1)
 
     def _position_of(self, f: _Open) -> tuple[int, int, int]:
         if f.chunks:
@@ -289,7 +305,9 @@ class RecordStream:
     def next_handles(self, n: int) -> np.ndarray:
         """The next up to ``n`` record handles of the epoch; fewer (maybe 0) at its end."""
         while len(self.pending) < n and not self.exhausted:
-            incoming = self._round()
+            incoming = self._rounds_at_once(n - len(self.pending))
+            if incoming is None:
+                incoming = self._round()
             if len(incoming) == 0 and not self.open:
                 # End of the epoch's files: drain the buffer in random order.
                 if self.shuffle and len(self.buffer):
@@ -299,6 +317,10 @@ class RecordStream:
                 self.exhausted = True
                 break
             self.pending = np.concatenate([self.pending, self._shuffle(incoming)])
+            # Only now are the round's handles in `pending`, where collection sees them.
+            self._rounds += 1
+            if self._rounds % 64 == 0:
+                self._collect()
         out, self.pending = self.pending[:n], self.pending[n:]
         return out
 

@@ -97,7 +97,9 @@ pub struct Source {
 }
 
 /// Opens `path` for reading, resolving `compression = None` ("auto") from the name and bytes.
-pub fn open(path: &Path, compression: Option<Compression>) -> io::Result<Source> {
+/// A plain file starts at `start` (a seek); a compressed stream always starts at 0, since only
+/// decompressing from the beginning reaches a position in it.
+pub fn open(path: &Path, compression: Option<Compression>, start: u64) -> io::Result<Source> {
     let mut file = File::open(path)?;
     let compression = match compression {
         Some(c) => c,
@@ -115,7 +117,10 @@ pub fn open(path: &Path, compression: Option<Compression>) -> io::Result<Source>
     // The decoders read through a buffer of their own; plain files are read in large blocks
     // straight into the reader's block buffer, so they need none.
     let reader: Box<dyn Read + Send> = match compression {
-        Compression::None => Box::new(file),
+        Compression::None => {
+            file.seek(SeekFrom::Start(start))?;
+            Box::new(file)
+        }
         Compression::Gzip => Box::new(MultiGzDecoder::new(io::BufReader::with_capacity(
             1 << 20,
             file,

@@ -137,7 +137,7 @@ impl RecordReader {
             reader,
             known_len,
             compression,
-        } = compress::open(path, compression).map_err(io_err)?;
+        } = compress::open(path, compression, start_offset).map_err(io_err)?;
         let mut r = Self::from_reader(reader, Some(display.clone()), known_len, compression, opts);
         r.next_index = start_index;
         if start_offset > 0 {
@@ -182,8 +182,8 @@ impl RecordReader {
         &self.stats
     }
 
-    /// Discards the stream up to `offset` (plain files could seek; decompressed streams
-    /// cannot, and one code path keeps resume behaviour identical for both).
+    /// Moves to stream position `offset`: plain files were opened there already (a seek);
+    /// a decompressed stream is read and discarded up to it.
     fn skip_to(&mut self, offset: u64) -> Result<()> {
         if let Some(len) = self.known_len {
             if offset > len {
@@ -192,6 +192,10 @@ impl RecordReader {
                     format!("resume offset {offset} is past the end of the file ({len} bytes)"),
                 ));
             }
+        }
+        if self.compression == Compression::None {
+            self.block_offset = offset;
+            return Ok(());
         }
         let mut sink = io::sink();
         let copied = io::copy(&mut (&mut self.src).take(offset), &mut sink)
@@ -414,32 +418,25 @@ impl RecordReader {
     /// Appends up to `want` bytes of stream to `buf`, setting `eof` when the stream ends. A
     /// decompression error ends the stream too; it is reported where framing stops.
     fn fill(&mut self, buf: &mut Vec<u8>, want: usize) -> Result<()> {
-        let old = buf.len();
-        buf.resize(old + want, 0);
-        let mut n = old;
-        while n < buf.len() {
-            match self.src.read(&mut buf[n..]) {
-                Ok(0) => {
-                    self.eof = true;
-                    break;
-                }
-                Ok(k) => n += k,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) if self.compression == Compression::None => {
-                    buf.truncate(n);
-                    return Err(Error::Io {
-                        path: self.path.clone(),
-                        source: e,
-                    });
-                }
-                Err(e) => {
-                    self.stream_failure = Some(e);
-                    self.eof = true;
-                    break;
-                }
+        let before = buf.len();
+        // `read_to_end` reads into the spare capacity without zeroing it first.
+        buf.reserve(want);
+        let res = (&mut self.src).take(want as u64).read_to_end(buf);
+        match res {
+            Ok(_) if buf.len() - before < want => self.eof = true,
+            Ok(_) => {}
+            Err(e) if self.compression == Compression::None => {
+                return Err(Error::Io {
+                    path: self.path.clone(),
+                    source: e,
+                });
+            }
+            Err(e) => {
+                // Bytes read before the error stay in `buf` and are framed first.
+                self.stream_failure = Some(e);
+                self.eof = true;
             }
         }
-        buf.truncate(n);
         Ok(())
     }
 }

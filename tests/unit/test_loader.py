@@ -269,3 +269,25 @@ def test_gzip_files(tmp_path):
     assert gzip.decompress((tmp_path / os.path.basename(paths[0])).read_bytes())
     ids, _ = epoch_ids(jr.Loader(paths, SPEC, batch_size=4, shuffle=True, seed=0))
     assert sorted(ids[0]) == all_ids(sizes)
+
+
+@pytest.mark.parametrize("block_length", [1, 7, 64, 300])
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_many_small_chunks_and_any_block_length(tmp_path, block_length, shuffle):
+    # Tiny read blocks make chunks come and go every round: none may be dropped while its
+    # records are still waiting for a batch.
+    sizes = [400, 250, 333]
+    paths = write_files(tmp_path, sizes)
+    loader = jr.Loader(
+        paths, SPEC, batch_size=32, shuffle=shuffle, seed=9, shuffle_buffer=50,
+        block_length=block_length, cycle_length=3, chunk_bytes=512, num_epochs=2,
+    )
+    ids, _ = epoch_ids(loader, 2)
+    assert sorted(ids[0]) == sorted(ids[1]) == all_ids(sizes)
+
+
+def test_vectorised_rounds_keep_the_interleave_order(tmp_path):
+    paths = write_files(tmp_path, [40, 40])
+    ids, _ = epoch_ids(jr.Loader(paths, SPEC, batch_size=40, cycle_length=2, block_length=4))
+    expect = [f * 1000 + i for r in range(10) for f in range(2) for i in range(4 * r, 4 * r + 4)]
+    assert ids[0] == expect

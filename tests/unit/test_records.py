@@ -265,3 +265,9 @@ def test_stream_cut_at_a_record_boundary_is_located_there(tmp_path, compression,
     assert got == recs[:2]
     assert (info.value.record_index, info.value.byte_offset) == (2, 2 * (HEADER + 100 + FOOTER))
     assert list(jr.read_records(p, compression, on_error="skip")) == recs[:2]
+
+
+def test_globs_leave_out_record_indexes(tmp_path):
+    write(tmp_path, "train-0.tfrecord", frame([b"a"]))
+    write(tmp_path, "train-0.tfrecord.idx", b"not records")
+    assert jr.expand_paths(str(tmp_path / "train-*")) == [str(tmp_path / "train-0.tfrecord")]

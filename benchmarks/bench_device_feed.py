@@ -1,0 +1,158 @@
+"""Device feed: a jitted training step fed by the Loader vs the same step on a constant batch.
+
+The constant batch sits on the devices already, so its step time is pure compute; the Loader run
+adds whatever input work the step has to wait for. DESIGN.md's target: <= 5 % slower. Runs
+alternate (constant, loader, constant, ...) and medians are reported. Also samples the process's
+peak RSS at the end of every epoch of a long run: it must stay flat (bounded by prefetch depth x
+batch size), not grow with the data read.
+
+    python benchmarks/bench_device_feed.py --threads 2 --steps 150
+
+On a CPU-only machine the "device" is the same two cores the loader's threads run on, so the
+comparison is harsher than on a TPU/GPU host, where the loader has the host CPU to itself.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import statistics
+import sys
+import time
+
+import _data
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+import jaxrec as jr
+
+
+def rss_mib() -> float:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def make_step(vocab: int, width: int):
+    """An embedding + MLP classifier step: enough compute to stand for a small model."""
+
+    @jax.jit
+    def step(params, batch):
+        def loss_fn(p):
+            valid = jnp.arange(batch["tokens"].shape[1])[None, :] < batch["tokens_length"][:, None]
+            emb = p["emb"][batch["tokens"]] * valid[..., None]
+            h = emb.sum(1) / jnp.maximum(batch["tokens_length"], 1)[:, None]
+            h = jnp.concatenate([h, batch["dense"]], axis=1)
+            for w in p["mlp"]:
+                h = jax.nn.gelu(h @ w)
+            logits = h @ p["out"]
+            y = jax.nn.one_hot(batch["label"], 10)
+            losses = -(jax.nn.log_softmax(logits) * y).sum(-1)
+            return (losses * batch["mask"]).sum() / batch["mask"].sum()
+
+        loss, grads = jax.value_and_grad(loss_fn)(params)
+        return jax.tree.map(lambda a, g: a - 1e-3 * g, params, grads), loss
+
+    key = jax.random.PRNGKey(0)
+    ks = jax.random.split(key, 6)
+    params = {
+        "emb": jax.random.normal(ks[0], (vocab, width)) * 0.02,
+        "mlp": [jax.random.normal(k, (width + 16 if i == 0 else width, width)) * 0.05 for i, k in enumerate(ks[1:4])],
+        "out": jax.random.normal(ks[4], (width, 10)) * 0.05,
+    }
+    return step, params
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--records", type=int, default=100_000)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--batch-size", type=int, default=256)
+    ap.add_argument("--steps", type=int, default=150)
+    ap.add_argument("--width", type=int, default=512)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--memory-epochs", type=int, default=6)
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    print("$", shlex.join([sys.executable, *sys.argv]), file=sys.stderr)
+
+    files = _data.dataset("tokens", args.records)
+    spec = {k: v for k, v in _data.spec("tokens").items() if k != "id"}
+    mesh = Mesh(np.array(jax.devices()), ("data",))
+    sharding = NamedSharding(mesh, PartitionSpec("data"))
+    step, params0 = make_step(_data.VOCAB, args.width)
+
+    def loader(num_epochs=None):
+        return jr.Loader(
+            files, spec, args.batch_size, shuffle=True, seed=0, num_epochs=num_epochs,
+            sharding=sharding, num_threads=args.threads, prefetch=4,
+        )
+
+    first = next(iter(loader()))
+    constant = jax.device_put(first, sharding)
+    params, loss = step(params0, constant)  # compile
+    loss.block_until_ready()
+
+    def run_constant():
+        p = params0
+        t0 = time.perf_counter()
+        for _ in range(args.steps):
+            p, loss = step(p, constant)
+        loss.block_until_ready()
+        return (time.perf_counter() - t0) / args.steps
+
+    def run_loader():
+        p = params0
+        ld = loader()
+        it = iter(ld)
+        p, loss = step(p, next(it))  # warm-up: threads started, first batch ready
+        loss.block_until_ready()
+        t0 = time.perf_counter()
+        for _, batch in zip(range(args.steps), it):
+            p, loss = step(p, batch)
+        loss.block_until_ready()
+        dt = (time.perf_counter() - t0) / args.steps
+        it.close()
+        return dt, ld.stats()["consumer_wait_seconds"]
+
+    const_t, load_t, waits = [], [], []
+    for _ in range(args.repeats):
+        const_t.append(run_constant())
+        t, w = run_loader()
+        load_t.append(t)
+        waits.append(w)
+    c, l = statistics.median(const_t), statistics.median(load_t)
+
+    # Memory over a long run: RSS at the end of each epoch.
+    ld = loader(num_epochs=args.memory_epochs)
+    rss, p = [], params0
+    for batch in ld:
+        p, _ = step(p, batch)
+        if ld.last_info.last_in_epoch:
+            rss.append(round(rss_mib(), 1))
+    result = {
+        "devices": [str(d) for d in jax.devices()],
+        "step_ms_constant": round(c * 1e3, 2),
+        "step_ms_loader": round(l * 1e3, 2),
+        "slowdown_pct": round(100 * (l / c - 1), 1),
+        "consumer_wait_s_median": round(statistics.median(waits), 3),
+        "rss_mib_per_epoch": rss,
+        "records_per_epoch": args.records,
+    }
+    if args.json:
+        print(json.dumps(result))
+    else:
+        print(f"devices: {len(jax.devices())} x {jax.devices()[0].platform}, threads {args.threads}, batch {args.batch_size}")
+        print(f"step on a constant device batch: {result['step_ms_constant']:.2f} ms (median of {args.repeats})")
+        print(f"step fed by jaxrec.Loader:        {result['step_ms_loader']:.2f} ms ({result['slowdown_pct']:+.1f} %)")
+        print(f"peak RSS at each epoch end (MiB): {rss}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,336 @@
+"""End to end: TFRecord files -> numpy batches, jaxrec vs tf.data, side by side in one process.
+
+Both sides read the same files with the same number of threads, verify CRCs, and hand the
+main thread fixed-shape numpy batches (VarLen tokens padded to 256 plus lengths, in int32 as the
+spec asks). Runs alternate (jaxrec, tf configs, jaxrec, tf configs, ...) so that drift on a
+shared machine hits both alike; the median of each is reported, and the ratio to the fastest
+tf.data configuration.
+
+    python benchmarks/bench_parse.py --workload tokens --threads 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import queue
+import shlex
+import statistics
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+
+import _data
+import numpy as np
+
+import jaxrec as jr
+
+# A worker thread's "no more batches" mark on the queue.
+_DONE = object()
+
+
+# --------------------------------------------------------------------------------------------
+# jaxrec
+
+
+def jaxrec_batches(
+    files: list[str], spec: dict, threads: int, batch_size: int, chunk_bytes: int
+) -> Iterator[dict]:
+    """Yields parsed batches to the caller's thread, made by ``threads`` worker threads.
+
+    Each worker takes the next unread file, frames it into chunks of ``batch_size`` records
+    (a chunk is one native buffer, so Python never touches single records) and parses each
+    chunk whole. Reading and parsing release the GIL, so the workers run in parallel. Taking
+    whole files keeps every thread busy without a hand-off per batch between a reader and a
+    parser. A file's last chunk may be short, as ``batch(256)`` at the end of a tf.data pass.
+
+    ``chunk_bytes`` should just exceed ``batch_size`` records: the reader reads about
+    ``chunk_bytes`` of file per chunk and copies what is left past ``max_records`` forward to the
+    next chunk, so the 4 MiB default costs a 4 MiB copy per 256-record batch (3x slower here).
+    """
+    parser = jr.ExampleParser(spec)
+    out: queue.Queue = queue.Queue(maxsize=4 * threads)  # bounded: prefetch depth, not the dataset
+    todo = iter(files)
+    todo_lock = threading.Lock()
+    stop = threading.Event()
+
+    def work() -> None:
+        try:
+            while not stop.is_set():
+                with todo_lock:
+                    path = next(todo, None)
+                if path is None:
+                    return
+                for chunk in jr.read_chunks(
+                    path, verify=True, max_records=batch_size, chunk_bytes=chunk_bytes
+                ):
+                    out.put(parser.parse(chunk))
+                    if stop.is_set():
+                        return
+        except BaseException as e:  # handed to the consumer, which re-raises it
+            out.put(e)
+        finally:
+            out.put(_DONE)
+
+    workers = [threading.Thread(target=work, daemon=True) for _ in range(threads)]
+    for w in workers:
+        w.start()
+    running = threads
+    try:
+        while running:
+            item = out.get()
+            if item is _DONE:
+                running -= 1
+            elif isinstance(item, BaseException):
+                raise item
+            else:
+                yield item
+    finally:
+        stop.set()
+        while any(w.is_alive() for w in workers):  # unblock workers stuck on a full queue
+            try:
+                out.get(timeout=0.01)
+            except queue.Empty:
+                pass
+
+
+# --------------------------------------------------------------------------------------------
+# tf.data
+
+
+def loader_batches(
+    files: list[str], spec: dict, threads: int, batch_size: int, counts: list[int]
+) -> Iterator[dict]:
+    """The same pass through ``jr.Loader``: interleave, fixed-shape batches, last one padded.
+
+    No shuffle (the tf.data side has none). Record counts are passed in, as a user with an
+    index or a known dataset size would; counting is a one-off framing pass otherwise. Only
+    the real rows of each batch are counted.
+    """
+    loader = jr.Loader(files, spec, batch_size, num_threads=threads, record_counts=counts)
+    for batch in loader:
+        yield {"label": batch["label"][: loader.last_info.real_rows]}
+
+
+def tf_parse_fn(tf, workload: str, varlen: str = "sparse") -> Callable:
+    """tf.io.parse_example on a batch, converted to the same fixed shapes and dtypes as jaxrec.
+
+    ``varlen`` picks how tokens come out of tf.io: ``"sparse"`` (VarLenFeature, a SparseTensor)
+    or ``"ragged"`` (RaggedFeature); neither was reliably faster here, so both are measured.
+    """
+    if workload == "tokens":
+        feats = {
+            "tokens": (
+                tf.io.VarLenFeature(tf.int64)
+                if varlen == "sparse"
+                else tf.io.RaggedFeature(tf.int64)
+            ),
+            "dense": tf.io.FixedLenFeature([_data.DENSE], tf.float32),
+            "label": tf.io.FixedLenFeature([], tf.int64),
+            "id": tf.io.FixedLenFeature([], tf.string),
+        }
+    else:
+        feats = {f"f{i}": tf.io.FixedLenFeature([], tf.float32) for i in range(_data.NUM_FLOAT)}
+        feats.update({f"c{i}": tf.io.FixedLenFeature([], tf.int64) for i in range(_data.NUM_INT)})
+        feats["label"] = tf.io.FixedLenFeature([], tf.int64)
+    max_len = _data.MAX_TOKENS
+
+    def parse(serialized):
+        out = tf.io.parse_example(serialized, feats)
+        out["label"] = tf.cast(out["label"], tf.int32)
+        if workload == "tokens" and varlen == "ragged":
+            ragged = out["tokens"]
+            # to_tensor with a shape pads and cuts in one op.
+            out["tokens"] = tf.cast(ragged.to_tensor(0, shape=[None, max_len]), tf.int32)
+            out["tokens_length"] = tf.cast(tf.minimum(ragged.row_lengths(), max_len), tf.int32)
+        elif workload == "tokens":
+            # VarLen comes back as a SparseTensor [B, longest in batch]: densify, then pad or cut
+            # to max_len so every batch has one shape, and count each row's values.
+            sp = out["tokens"]
+            rows = tf.shape(serialized)[0]
+            dense = tf.sparse.to_dense(sp)[:, :max_len]
+            dense = tf.pad(dense, [[0, 0], [0, max_len - tf.shape(dense)[1]]])
+            out["tokens"] = tf.cast(dense, tf.int32)
+            row_of_value = tf.cast(sp.indices[:, 0], tf.int32)
+            out["tokens_length"] = tf.minimum(
+                tf.math.bincount(row_of_value, minlength=rows, maxlength=rows, dtype=tf.int32),
+                max_len,
+            )
+        return out
+
+    return parse
+
+
+def tf_dataset(
+    tf, files: list[str], parse: Callable, reads: int | None, threads: int, batch_size: int
+):
+    """batch-then-parse, the fast tf.data recipe for Examples, on a private pool of ``threads``."""
+    ds = tf.data.TFRecordDataset(files, num_parallel_reads=reads)
+    ds = ds.batch(batch_size)
+    ds = ds.map(parse, num_parallel_calls=threads)
+    ds = ds.prefetch(tf.data.AUTOTUNE)
+    opts = tf.data.Options()
+    opts.threading.private_threadpool_size = threads
+    opts.deterministic = False  # jaxrec's workers do not keep order either
+    return ds.with_options(opts)
+
+
+def tf_batches(ds) -> Iterator[dict]:
+    return ds.as_numpy_iterator()
+
+
+# --------------------------------------------------------------------------------------------
+# Measuring
+
+
+def count_records(batches: Iterator[dict]) -> int:
+    n = 0
+    for batch in batches:
+        rows = {v.shape[0] for v in batch.values()}  # every output is a numpy array, batch first
+        assert len(rows) == 1, rows
+        n += rows.pop()
+    return n
+
+
+def check_first_batch(
+    tf, files: list[str], spec: dict, parse: Callable, batch_size: int
+) -> list[str]:
+    """Compares jaxrec's and tf.data's first batch of the first file, read in file order."""
+    ours = jr.ExampleParser(spec).parse(next(jr.read_chunks(files[0], max_records=batch_size)))
+    ds = tf.data.TFRecordDataset(files[0]).batch(batch_size).map(parse)
+    theirs = next(ds.as_numpy_iterator())
+    problems = []
+    for key in sorted(set(ours) | set(theirs)):
+        a, b = ours.get(key), theirs.get(key)
+        if a is None or b is None:
+            problems.append(f"{key}: only in {'tf' if a is None else 'jaxrec'}")
+        elif a.shape != b.shape or a.dtype != b.dtype or not np.array_equal(a, b):
+            problems.append(
+                f"{key}: jaxrec {a.dtype}{list(a.shape)} != tf {b.dtype}{list(b.shape)}"
+            )
+    return problems
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("--workload", choices=_data.WORKLOADS, default="tokens")
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--records", type=int, default=None, help=f"default {_data.DEFAULT_RECORDS}")
+    p.add_argument("--files", type=int, default=_data.DEFAULT_FILES)
+    p.add_argument("--batch-size", type=int, default=256)
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument(
+        "--chunk-bytes", type=int, default=0, help="jaxrec read size (0: 1.25 mean batches)"
+    )
+    p.add_argument(
+        "--data-dir", default=None, help=f"dataset cache (default {_data.DEFAULT_CACHE})"
+    )
+    p.add_argument("--no-tf", action="store_true", help="jaxrec only (tensorflow not needed)")
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+    args = p.parse_args()
+
+    command = shlex.join([os.path.basename(sys.executable), *sys.argv])
+    files = _data.dataset(args.workload, args.records, args.files, args.data_dir)
+    records = args.records or _data.DEFAULT_RECORDS[args.workload]
+    size = sum(os.path.getsize(f) for f in files)
+    spec = _data.spec(args.workload)
+    chunk_bytes = args.chunk_bytes or int(1.25 * args.batch_size * size / records)
+
+    counts = [sum(len(c) for c in jr.read_chunks(f, verify=False)) for f in files]
+    runners: dict[str, Callable[[], Iterator[dict]]] = {
+        "jaxrec": lambda: jaxrec_batches(files, spec, args.threads, args.batch_size, chunk_bytes),
+        "jaxrec Loader": lambda: loader_batches(files, spec, args.threads, args.batch_size, counts),
+    }
+    tf = None
+    problems: list[str] = []
+    if not args.no_tf:
+        import tensorflow as tf
+
+        # Before any op runs: TF's own pools get the same thread budget as jaxrec.
+        tf.config.threading.set_inter_op_parallelism_threads(args.threads)
+        tf.config.threading.set_intra_op_parallelism_threads(args.threads)
+        varlens = ("sparse", "ragged") if args.workload == "tokens" else ("",)
+        parsers = {v: tf_parse_fn(tf, args.workload, v or "sparse") for v in varlens}
+        for v, parse in parsers.items():
+            found = check_first_batch(tf, files, spec, parse, args.batch_size)
+            problems += [f"({v or 'tf'}) {p}" for p in found]
+        # Both read settings DESIGN.md asks for: on small cores, sequential reads often win.
+        for reads in (None, args.threads):
+            for v, parse in parsers.items():
+                ds = tf_dataset(tf, files, parse, reads, args.threads, args.batch_size)
+                runners[f"tf.data reads={reads} {v}".rstrip()] = lambda ds=ds: tf_batches(ds)
+
+    # Warm up: the page cache (a full jaxrec pass) and tf's function tracing and pools.
+    assert count_records(runners["jaxrec"]()) == records
+    for name, run in runners.items():
+        if name != "jaxrec":
+            for _ in zip(range(5), run(), strict=False):
+                pass
+
+    times: dict[str, list[float]] = {name: [] for name in runners}
+    for _ in range(args.repeats):
+        for name, run in runners.items():  # alternate, so drift hits every config alike
+            t0 = time.perf_counter()
+            n = count_records(run())
+            times[name].append(time.perf_counter() - t0)
+            if n != records:
+                raise SystemExit(f"{name} produced {n} records, expected {records}")
+
+    rps = {name: [records / t for t in ts] for name, ts in times.items()}
+    median = {name: statistics.median(r) for name, r in rps.items()}
+    tf_names = [n for n in runners if n.startswith("tf.data")]
+    best = max(tf_names, key=median.get) if tf_names else None
+    ratio = median["jaxrec"] / median[best] if best else None
+
+    result = {
+        "command": command,
+        "workload": args.workload,
+        "records": records,
+        "files": len(files),
+        "bytes": size,
+        "batch_size": args.batch_size,
+        "chunk_bytes": chunk_bytes,
+        "threads": args.threads,
+        "repeats": args.repeats,
+        "cpus": len(os.sched_getaffinity(0)),
+        "python": platform.python_version(),
+        "jaxrec": jr.__version__,
+        "tensorflow": tf.__version__ if tf else None,
+        "first_batch_equal": None if tf is None else not problems,
+        "first_batch_problems": problems,
+        "median_records_per_s": median,
+        "records_per_s": rps,
+        "tf_best": best,
+        "ratio_vs_tf_best": ratio,
+        "loader_ratio_vs_tf_best": median["jaxrec Loader"] / median[best] if best else None,
+    }
+    if args.json:
+        print(json.dumps(result, indent=1))
+    else:
+        print(f"$ {command}")
+        print(
+            f"{args.workload}: {records} records in {len(files)} files ({size / 2**20:.1f} MiB), "
+            f"batch {args.batch_size}, {args.threads} threads, {args.repeats} repeats, "
+            f"{result['cpus']} cpus, tf {result['tensorflow']}"
+        )
+        if tf is not None:
+            same = "yes" if not problems else "NO: " + "; ".join(problems)
+            print("first batch jaxrec == tf.data:", same)
+        print(f"{'config':<29} {'median rec/s':>13}   runs (rec/s)")
+        for name in runners:
+            mark = "  <- tf.data best" if name == best else ""
+            runs = " ".join(f"{r:,.0f}" for r in rps[name])
+            print(f"{name:<29} {median[name]:>13,.0f}   {runs}{mark}")
+        if best:
+            print(f"jaxrec / tf.data best: {ratio:.2f}x")
+            print(f"jaxrec Loader / tf.data best: {result['loader_ratio_vs_tf_best']:.2f}x")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
