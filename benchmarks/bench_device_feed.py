@@ -62,7 +62,10 @@ def make_step(vocab: int, width: int):
     ks = jax.random.split(key, 6)
     params = {
         "emb": jax.random.normal(ks[0], (vocab, width)) * 0.02,
-        "mlp": [jax.random.normal(k, (width + 16 if i == 0 else width, width)) * 0.05 for i, k in enumerate(ks[1:4])],
+        "mlp": [
+            jax.random.normal(k, (width + 16 if i == 0 else width, width)) * 0.05
+            for i, k in enumerate(ks[1:4])
+        ],
         "out": jax.random.normal(ks[4], (width, 10)) * 0.05,
     }
     return step, params
@@ -89,8 +92,15 @@ def main() -> int:
 
     def loader(num_epochs=None):
         return jr.Loader(
-            files, spec, args.batch_size, shuffle=True, seed=0, num_epochs=num_epochs,
-            sharding=sharding, num_threads=args.threads, prefetch=4,
+            files,
+            spec,
+            args.batch_size,
+            shuffle=True,
+            seed=0,
+            num_epochs=num_epochs,
+            sharding=sharding,
+            num_threads=args.threads,
+            prefetch=4,
         )
 
     first = next(iter(loader()))
@@ -113,7 +123,7 @@ def main() -> int:
         p, loss = step(p, next(it))  # warm-up: threads started, first batch ready
         loss.block_until_ready()
         t0 = time.perf_counter()
-        for _, batch in zip(range(args.steps), it):
+        for _, batch in zip(range(args.steps), it, strict=False):
             p, loss = step(p, batch)
         loss.block_until_ready()
         dt = (time.perf_counter() - t0) / args.steps
@@ -126,7 +136,7 @@ def main() -> int:
         t, w = run_loader()
         load_t.append(t)
         waits.append(w)
-    c, l = statistics.median(const_t), statistics.median(load_t)
+    c, fed = statistics.median(const_t), statistics.median(load_t)
 
     # Memory over a long run: RSS at the end of each epoch.
     ld = loader(num_epochs=args.memory_epochs)
@@ -138,8 +148,8 @@ def main() -> int:
     result = {
         "devices": [str(d) for d in jax.devices()],
         "step_ms_constant": round(c * 1e3, 2),
-        "step_ms_loader": round(l * 1e3, 2),
-        "slowdown_pct": round(100 * (l / c - 1), 1),
+        "step_ms_loader": round(fed * 1e3, 2),
+        "slowdown_pct": round(100 * (fed / c - 1), 1),
         "consumer_wait_s_median": round(statistics.median(waits), 3),
         "rss_mib_per_epoch": rss,
         "records_per_epoch": args.records,
@@ -147,9 +157,14 @@ def main() -> int:
     if args.json:
         print(json.dumps(result))
     else:
-        print(f"devices: {len(jax.devices())} x {jax.devices()[0].platform}, threads {args.threads}, batch {args.batch_size}")
-        print(f"step on a constant device batch: {result['step_ms_constant']:.2f} ms (median of {args.repeats})")
-        print(f"step fed by jaxrec.Loader:        {result['step_ms_loader']:.2f} ms ({result['slowdown_pct']:+.1f} %)")
+        platform = jax.devices()[0].platform
+        print(f"devices: {len(jax.devices())} x {platform}, threads {args.threads}")
+        print(f"step on a constant device batch: {result['step_ms_constant']:.2f} ms")
+        slower = result["slowdown_pct"]
+        print(
+            f"step fed by jaxrec.Loader:        {result['step_ms_loader']:.2f} ms ({slower:+.1f} %)"
+        )
+        print(f"(medians of {args.repeats} runs, batch {args.batch_size})")
         print(f"peak RSS at each epoch end (MiB): {rss}")
     return 0
 

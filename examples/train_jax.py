@@ -37,7 +37,9 @@ def write_dataset(workdir: Path) -> str:
         y = (np.tanh(x @ w_true) + 0.1 * rng.normal(size=PER_SHARD) > 0).astype(np.int64)
         path = workdir / f"train-{s:05d}-of-{NUM_SHARDS:05d}.tfrecord.gz"
         with jr.TFRecordWriter(path, "GZIP") as writer:
-            writer.write_many([jr.encode_example({"x": xi, "y": int(yi)}) for xi, yi in zip(x, y)])
+            writer.write_many(
+                [jr.encode_example({"x": xi, "y": int(yi)}) for xi, yi in zip(x, y, strict=False)]
+            )
     return str(workdir / "train-*-of-*.tfrecord.gz")
 
 
@@ -69,16 +71,23 @@ def train_step(params, batch):
 
 def make_loader(pattern: str, sharding, batch_size: int, state=None) -> jr.Loader:
     return jr.Loader(
-        pattern, SPEC, batch_size, shuffle=True, seed=42, num_epochs=None, sharding=sharding,
+        pattern,
+        SPEC,
+        batch_size,
+        shuffle=True,
+        seed=42,
+        num_epochs=None,
+        sharding=sharding,
         state=state,
     )
 
 
 def train(loader: jr.Loader, params, steps: int, first_step: int):
-    for step, batch in zip(range(first_step, first_step + steps), loader):
+    for step, batch in zip(range(first_step, first_step + steps), loader, strict=False):
         params, loss, acc = train_step(params, batch)
         if step % 50 == 0:
-            print(f"step {step:4d}  epoch {loader.last_info.epoch}  loss {float(loss):.4f}  acc {float(acc):.3f}")
+            epoch = loader.last_info.epoch
+            print(f"step {step:4d}  epoch {epoch}  loss {float(loss):.4f}  acc {float(acc):.3f}")
     return params, float(loss), float(acc)
 
 

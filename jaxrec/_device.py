@@ -46,7 +46,7 @@ def to_device(batch: Mapping[str, np.ndarray], sharding, process_count: int) -> 
         process_count: number of hosts contributing rows.
 
     Returns:
-        A dict of the same keys: ``jax.Array``\\ s (global) and numpy object arrays.
+        A dict of the same keys: global ``jax.Array`` objects and numpy object arrays.
     """
     import jax
 
@@ -63,5 +63,3 @@ def to_device(batch: Mapping[str, np.ndarray], sharding, process_count: int) -> 
         if v.dtype == object:
             out[k] = v
     return {k: out[k] for k in batch}
-
-

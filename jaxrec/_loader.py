@@ -82,7 +82,7 @@ class Loader:
 
     Iterating yields dicts of arrays: one per feature of the spec (``<name>_length`` beside
     variable-length ones) and ``mask`` (bool ``[batch]``: False on padding rows). With a
-    ``sharding`` numeric arrays are global ``jax.Array``\\ s; bytes features stay numpy
+    ``sharding`` numeric arrays are global ``jax.Array`` objects; bytes features stay numpy
     object arrays on the host. The loader keeps its position: iterating again continues where
     the last loop stopped, and :meth:`state` / ``Loader(..., state=...)`` resume exactly.
 
@@ -181,7 +181,9 @@ class Loader:
         self.parser = ExampleParser(features, sequence_features)
         self._template = self._empty_batch()
         if mask_key in self._template:
-            raise FeatureSpecError(f"the mask key {mask_key!r} is also an output key; pass mask_key=")
+            raise FeatureSpecError(
+                f"the mask key {mask_key!r} is also an output key; pass mask_key="
+            )
         counts = list(record_counts) if record_counts is not None else self._count()
         if len(counts) != len(self.paths):
             raise ValueError(f"record_counts has {len(counts)} entries for {len(self.paths)} files")
@@ -394,8 +396,15 @@ class _Run:
         self._closed_stats = {"records": 0, "bytes": 0, "skipped_records": 0, "skipped_bytes": 0}
         self._closed_errors: list[str] = []
         self.threads = [
-            threading.Thread(target=self._guard, args=(self._plan, self.inflight), name="jaxrec-planner", daemon=True),
-            threading.Thread(target=self._guard, args=(self._feed, self.out), name="jaxrec-feeder", daemon=True),
+            threading.Thread(
+                target=self._guard,
+                args=(self._plan, self.inflight),
+                name="jaxrec-planner",
+                daemon=True,
+            ),
+            threading.Thread(
+                target=self._guard, args=(self._feed, self.out), name="jaxrec-feeder", daemon=True
+            ),
         ]
         for t in self.threads:
             t.start()
@@ -461,7 +470,9 @@ class _Run:
                         chunks, which, rows = stream.resolve(handles)
                         job = self.pool.submit(ld._parse, chunks, which, rows)
                     last = index + 1 == n
-                    position = (epoch + 1, 0, None) if last else (epoch, index + 1, stream.snapshot())
+                    position = (
+                        (epoch + 1, 0, None) if last else (epoch, index + 1, stream.snapshot())
+                    )
                     info = BatchInfo(epoch, index, real, last)
                     if not self._put(self.inflight, (job, real, position, info)):
                         return
@@ -472,7 +483,7 @@ class _Run:
                     # More records than counted at start: the files changed under us.
                     self._closed_errors.append(
                         f"epoch {epoch}: {leftover - plan.dropped_per_epoch} records beyond the "
-                        "counted ones were not read; did the files change since the Loader counted them?"
+                        "counted ones were not read; did the files change since they were counted?"
                     )
             finally:
                 self._retire(stream)

@@ -10,13 +10,13 @@ from __future__ import annotations
 import glob
 import os
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Literal, Union
+from typing import Literal
 
 from jaxrec import _native
 
 __all__ = ["TFRecordWriter", "expand_paths", "read_chunks", "read_records"]
 
-PathLike = Union[str, os.PathLike]
+PathLike = str | os.PathLike
 Compression = Literal["auto", "GZIP", "ZLIB", ""] | None
 OnError = Literal["raise", "skip"]
 
@@ -66,7 +66,7 @@ def read_chunks(
     chunk_bytes: int = 4 << 20,
     max_records: int | None = None,
 ) -> Iterator[_native.Chunk]:
-    """Yields the records of each file in :class:`jaxrec._native.Chunk`\\ s.
+    """Yields the records of each file as :class:`jaxrec._native.Chunk` objects.
 
     Each file is read in blocks of about ``chunk_bytes``; a chunk is up to ``max_records``
     records of one block, sharing the block's buffer (no copy per chunk or per record).

@@ -82,8 +82,11 @@ class _Open:
 
 @dataclasses.dataclass
 class Snapshot:
-    """A stream position between rounds (see the module docstring). Cheap to take: it keeps
-    references to the chunks it needs and resolves offsets only when :meth:`to_state` runs."""
+    """A stream position between rounds (see the module docstring).
+
+    Cheap to take: it keeps references to the chunks it needs and resolves offsets only when
+    :meth:`to_state` runs.
+    """
 
     epoch: int
     files_started: int
@@ -390,7 +393,8 @@ class RecordStream:
                 if chunk is None:
                     missing = sorted(left)[:3]
                     raise ValueError(
-                        f"{self.paths[file]}: no record at byte offset(s) {missing} to resume from; "
+                        f"{self.paths[file]}: no record at byte offset(s) {missing} to resume "
+                        "from; "
                         "did the file change since the state was saved?"
                     )
                 offsets = chunk.file_offsets

@@ -31,7 +31,9 @@ def default_files() -> list[str]:
 def main(argv: list[str] | None = None) -> None:
     """Runs the demo."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("files", nargs="*", help="TFRecord files or globs (default: the shipped dataset)")
+    ap.add_argument(
+        "files", nargs="*", help="TFRecord files or globs (default: the shipped dataset)"
+    )
     ap.add_argument("--epochs", type=int, default=8)
     ap.add_argument("--batch-size", type=int, default=128)
     args = ap.parse_args(argv)
@@ -83,7 +85,8 @@ def main(argv: list[str] | None = None) -> None:
         if loader.last_info.last_in_epoch:
             print(
                 f"epoch {loader.last_info.epoch}: loss {np.mean(jax.device_get(losses)):.4f}  "
-                f"accuracy {correct / seen:.3f}  {seen} records in {time.perf_counter() - start:.2f}s"
+                f"accuracy {correct / seen:.3f}  {seen} records in "
+                f"{time.perf_counter() - start:.2f}s"
             )
             start, correct, seen, losses = time.perf_counter(), 0.0, 0, []
 

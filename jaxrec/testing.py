@@ -67,7 +67,8 @@ def assert_resumes_exactly(
         resumed = list(itertools.islice(iter(make_loader(state=state)), num_batches - k))
         if len(resumed) != len(reference) - k:
             raise AssertionError(
-                f"stopped after {k}: resumed run gave {len(resumed)} batches, expected {len(reference) - k}"
+                f"stopped after {k}: resumed run gave {len(resumed)} batches, "
+                f"expected {len(reference) - k}"
             )
-        for i, (want, got) in enumerate(zip(reference[k:], resumed)):
+        for i, (want, got) in enumerate(zip(reference[k:], resumed, strict=False)):
             assert_batches_equal(want, got, where=f"stopped after {k}, batch {k + i}: ")

@@ -22,7 +22,10 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec  # noqa: E402
 
 import jaxrec as jr  # noqa: E402
 
-spec = {"id": jr.FixedLenFeature([], np.int64), "tok": jr.VarLenFeature(np.int32, max_len=4, truncate=True)}
+spec = {
+    "id": jr.FixedLenFeature([], np.int64),
+    "tok": jr.VarLenFeature(np.int32, max_len=4, truncate=True),
+}
 mesh = Mesh(np.array(jax.devices()), ("data",))
 sharding = NamedSharding(mesh, PartitionSpec("data"))
 loader = jr.Loader(files, spec, batch_size=4, shuffle=True, seed=0, num_epochs=2, sharding=sharding)

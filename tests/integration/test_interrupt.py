@@ -36,7 +36,10 @@ def test_ctrl_c_stops_the_loader(tmp_path):
     with jr.TFRecordWriter(path) as w:
         w.write_many([jr.encode_example({"id": i}) for i in range(500)])
     proc = subprocess.Popen(
-        [sys.executable, "-c", SCRIPT, str(path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        [sys.executable, "-c", SCRIPT, str(path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     assert proc.stdout.readline().strip() == "running"
     time.sleep(0.2)

@@ -28,14 +28,20 @@ def write(tmp_path, sizes):
     for f, n in enumerate(sizes):
         p = tmp_path / f"shard-{f}.tfrecord"
         with jr.TFRecordWriter(p) as w:
-            w.write_many([jr.encode_example({"id": f * 1000 + i, "tok": [i] * (i % 3)}) for i in range(n)])
+            w.write_many(
+                [jr.encode_example({"id": f * 1000 + i, "tok": [i] * (i % 3)}) for i in range(n)]
+            )
         paths.append(str(p))
     return paths
 
 
 @pytest.mark.parametrize(
     "nproc, sizes",
-    [(2, [11, 3, 8, 0, 9]), (3, [5, 17]), (4, [6, 6, 6, 6, 6, 1])],  # uneven, fewer files than hosts
+    [
+        (2, [11, 3, 8, 0, 9]),
+        (3, [5, 17]),
+        (4, [6, 6, 6, 6, 6, 1]),
+    ],  # uneven, fewer files than hosts
 )
 def test_pod_covers_each_record_once_with_equal_batches(tmp_path, nproc, sizes):
     files = write(tmp_path, sizes)
@@ -53,7 +59,7 @@ def test_pod_covers_each_record_once_with_equal_batches(tmp_path, nproc, sizes):
     for p in procs:
         out, _ = p.communicate(timeout=240)
         logs.append(out.decode(errors="replace")[-3000:])
-    for p, log in zip(procs, logs):
+    for p, log in zip(procs, logs, strict=False):
         assert p.returncode == 0, log
     results = [json.loads(o.read_text()) for o in outs]
     expected = sorted(f * 1000 + i for f, n in enumerate(sizes) for i in range(n))

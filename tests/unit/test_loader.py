@@ -31,7 +31,9 @@ def write_files(tmp_path, sizes, compression=None, prefix="part"):
         with jr.TFRecordWriter(p, compression) as w:
             w.write_many(
                 [
-                    jr.encode_example({"id": f * 1000 + i, "tok": list(range(i % 6)), "name": f"r{f}-{i}"})
+                    jr.encode_example(
+                        {"id": f * 1000 + i, "tok": list(range(i % 6)), "name": f"r{f}-{i}"}
+                    )
                     for i in range(n)
                 ]
             )
@@ -58,7 +60,9 @@ def epoch_ids(loader, epochs=1):
 def test_every_record_once_per_epoch(tmp_path, shuffle):
     sizes = [13, 0, 7, 21]
     paths = write_files(tmp_path, sizes)
-    loader = jr.Loader(paths, SPEC, batch_size=8, shuffle=shuffle, seed=3, num_epochs=3, shuffle_buffer=10)
+    loader = jr.Loader(
+        paths, SPEC, batch_size=8, shuffle=shuffle, seed=3, num_epochs=3, shuffle_buffer=10
+    )
     ids, counts = epoch_ids(loader, 3)
     for e in range(3):
         assert sorted(ids[e]) == all_ids(sizes)
@@ -82,7 +86,10 @@ def test_no_shuffle_keeps_file_order(tmp_path):
 
 def test_seed_decides_the_order(tmp_path):
     paths = write_files(tmp_path, [30, 30, 30])
-    run = lambda seed: epoch_ids(jr.Loader(paths, SPEC, batch_size=8, shuffle=True, seed=seed, num_threads=2))[0][0]
+
+    def run(seed):
+        return epoch_ids(jr.Loader(paths, SPEC, batch_size=8, shuffle=True, seed=seed))[0][0]
+
     assert run(7) == run(7)
     assert run(7) != run(8)
 
@@ -107,7 +114,9 @@ def test_drop_remainder_cuts_evenly(tmp_path):
     assert loader.stats()["records_dropped"] == 2
 
 
-@pytest.mark.parametrize("sizes, hosts", [([9, 4, 11, 0, 6], 2), ([9, 4, 11], 3), ([10, 3], 4), ([5], 3)])
+@pytest.mark.parametrize(
+    "sizes, hosts", [([9, 4, 11, 0, 6], 2), ([9, 4, 11], 3), ([10, 3], 4), ([5], 3)]
+)
 @pytest.mark.parametrize("shuffle", [False, True])
 def test_hosts_cover_each_record_once_with_equal_batches(tmp_path, sizes, hosts, shuffle):
     paths = write_files(tmp_path, sizes)
@@ -195,7 +204,11 @@ def test_corrupt_record_error_reaches_consumer_and_skip_counts(tmp_path):
     path.write_bytes(bytes(data))
     with pytest.raises(jr.CorruptRecordError) as info:
         list(jr.Loader(paths, SPEC, batch_size=4))
-    assert (info.value.path, info.value.record_index, info.value.byte_offset) == (paths[0], 5, offset)
+    assert (info.value.path, info.value.record_index, info.value.byte_offset) == (
+        paths[0],
+        5,
+        offset,
+    )
     loader = jr.Loader(paths, SPEC, batch_size=4, on_error="skip")
     ids, counts = epoch_ids(loader)
     stats = loader.stats()
@@ -279,8 +292,16 @@ def test_many_small_chunks_and_any_block_length(tmp_path, block_length, shuffle)
     sizes = [400, 250, 333]
     paths = write_files(tmp_path, sizes)
     loader = jr.Loader(
-        paths, SPEC, batch_size=32, shuffle=shuffle, seed=9, shuffle_buffer=50,
-        block_length=block_length, cycle_length=3, chunk_bytes=512, num_epochs=2,
+        paths,
+        SPEC,
+        batch_size=32,
+        shuffle=shuffle,
+        seed=9,
+        shuffle_buffer=50,
+        block_length=block_length,
+        cycle_length=3,
+        chunk_bytes=512,
+        num_epochs=2,
     )
     ids, _ = epoch_ids(loader, 2)
     assert sorted(ids[0]) == sorted(ids[1]) == all_ids(sizes)

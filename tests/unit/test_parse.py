@@ -59,7 +59,9 @@ def test_int64_read_as_narrower_dtype_checks_range(dtype, values, ok):
         assert info.value.feature == "v" and info.value.record_index == 0
 
 
-@pytest.mark.parametrize("dtype", [np.float16, ml_dtypes.bfloat16, np.float32, np.float64, "bfloat16"])
+@pytest.mark.parametrize(
+    "dtype", [np.float16, ml_dtypes.bfloat16, np.float32, np.float64, "bfloat16"]
+)
 def test_float_list_as_float_dtypes(dtype):
     vals = np.array([0.0, -0.0, 1.5, np.inf, -np.inf, 65504.0], np.float32)
     out = jr.parse_example([ex(v=vals)], {"v": jr.FixedLenFeature([6], dtype)})["v"]
@@ -98,15 +100,23 @@ def test_bytes_features():
     recs = [ex(b=[b"x", b"\xff\x00"], s="naïve"), ex(b=[])]
     out = jr.parse_example(
         recs,
-        {"b": jr.VarLenFeature(bytes, max_len=3), "s": jr.FixedLenFeature([], "string", default_value="d")},
+        {
+            "b": jr.VarLenFeature(bytes, max_len=3),
+            "s": jr.FixedLenFeature([], "string", default_value="d"),
+        },
     )
-    assert out["b"].dtype == object and out["b"].tolist() == [[b"x", b"\xff\x00", b""], [b"", b"", b""]]
+    assert out["b"].dtype == object and out["b"].tolist() == [
+        [b"x", b"\xff\x00", b""],
+        [b"", b"", b""],
+    ]
     assert out["s"].tolist() == ["naïve".encode(), b"d"]
 
 
 def test_fixed_len_sequence_in_parse_example():
     recs = [ex(p=[1.0, 2.0, 3.0, 4.0]), ex(p=[5.0, 6.0]), ex()]
-    spec = {"p": jr.FixedLenSequenceFeature([2], np.float32, allow_missing=True, default_value=-1.0)}
+    spec = {
+        "p": jr.FixedLenSequenceFeature([2], np.float32, allow_missing=True, default_value=-1.0)
+    }
     out = jr.parse_example(recs, spec)
     assert out["p"].shape == (3, 2, 2)
     assert out["p"][1].tolist() == [[5, 6], [-1, -1]] and out["p_length"].tolist() == [2, 1, 0]
@@ -119,7 +129,8 @@ def test_fixed_len_sequence_in_parse_example():
 def test_sequence_example_context_lists_and_lengths():
     recs = [
         jr.encode_sequence_example(
-            context={"id": b"a", "n": 2}, feature_lists={"tok": [[1], [2]], "vec": [[1.0, 2.0]], "bag": [[1, 2, 3], []]}
+            context={"id": b"a", "n": 2},
+            feature_lists={"tok": [[1], [2]], "vec": [[1.0, 2.0]], "bag": [[1, 2, 3], []]},
         ),
         jr.encode_sequence_example(context={"id": b"b", "n": 0}, feature_lists={"tok": []}),
     ]
@@ -140,7 +151,9 @@ def test_sequence_example_context_lists_and_lengths():
     assert lengths["bag"].tolist() == [2, 0]
     with pytest.raises(jr.ExampleParseError, match="required feature list is missing"):
         jr.parse_sequence_example(recs, None, {"vec": jr.FixedLenSequenceFeature([2], np.float32)})
-    single_ctx, single_seq = jr.parse_single_sequence_example(recs[0], None, {"tok": jr.FixedLenSequenceFeature([], np.int64)})
+    single_ctx, single_seq = jr.parse_single_sequence_example(
+        recs[0], None, {"tok": jr.FixedLenSequenceFeature([], np.int64)}
+    )
     assert single_seq["tok"].tolist() == [1, 2] and single_ctx == {}
 
 
@@ -188,7 +201,9 @@ def test_unrequested_features_are_not_decoded():
 def test_duplicate_keys_last_one_wins():
     first, second = ex(a=1), ex(a=2)
     # Concatenated messages merge: both map entries are present, the later one wins.
-    assert jr.parse_example([first + second], {"a": jr.FixedLenFeature([], np.int64)})["a"].tolist() == [2]
+    assert jr.parse_example([first + second], {"a": jr.FixedLenFeature([], np.int64)})[
+        "a"
+    ].tolist() == [2]
 
 
 @pytest.mark.parametrize(
@@ -198,7 +213,10 @@ def test_duplicate_keys_last_one_wins():
         ({"a": jr.FixedLenFeature([2], np.complex64)}, "unsupported dtype"),
         ({"a": jr.FixedLenFeature([2], np.int8, default_value=300)}, "does not fit"),
         ({"a": jr.FixedLenFeature([2], np.int64, default_value=[1, 2, 3])}, "expected 1 or 2"),
-        ({"a": jr.VarLenFeature(np.int64), "a_length": jr.FixedLenFeature([], np.int64)}, "a_length"),
+        (
+            {"a": jr.VarLenFeature(np.int64), "a_length": jr.FixedLenFeature([], np.int64)},
+            "a_length",
+        ),
         ({"a": "int64"}, "expected FixedLenFeature"),
     ],
 )
@@ -213,7 +231,9 @@ def test_bad_specs(spec, match):
 )
 def test_parse_matches_protobuf_reference(rows, floats):
     recs = [ex(v=r, f=floats) for r in rows]
-    out = jr.parse_example(recs, {"v": jr.VarLenFeature(np.int64), "f": jr.FixedLenFeature([3], np.float32)})
+    out = jr.parse_example(
+        recs, {"v": jr.VarLenFeature(np.int64), "f": jr.FixedLenFeature([3], np.float32)}
+    )
     for i, rec in enumerate(recs):
         ref = Example.FromString(rec).features.feature
         n = out["v_length"][i]

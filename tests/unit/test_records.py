@@ -42,7 +42,10 @@ def test_masked_crc_matches_tensorflow_constant():
     assert jr.masked_crc32c(b"") == 0xA282EAD8
     # crc32c("123456789") = 0xE3069283 (RFC 3720), masked by hand.
     c = 0xE3069283
-    assert jr.masked_crc32c(b"123456789") == ((((c >> 15) | (c << 17)) & 0xFFFFFFFF) + 0xA282EAD8) & 0xFFFFFFFF
+    assert (
+        jr.masked_crc32c(b"123456789")
+        == ((((c >> 15) | (c << 17)) & 0xFFFFFFFF) + 0xA282EAD8) & 0xFFFFFFFF
+    )
 
 
 @pytest.mark.parametrize("compression", [None, "GZIP", "ZLIB"])
@@ -55,8 +58,11 @@ def test_writer_reader_round_trip(tmp_path, compression):
     assert list(jr.read_records(path, compression)) == RECORDS
     assert list(jr.read_records(path)) == RECORDS  # "auto" sniffs the bytes
     raw = path.read_bytes()
-    plain = {None: raw, "GZIP": gzip.decompress(raw) if compression == "GZIP" else None,
-             "ZLIB": zlib.decompress(raw) if compression == "ZLIB" else None}[compression]
+    plain = {
+        None: raw,
+        "GZIP": gzip.decompress(raw) if compression == "GZIP" else None,
+        "ZLIB": zlib.decompress(raw) if compression == "ZLIB" else None,
+    }[compression]
     assert plain == frame(RECORDS)
 
 
@@ -69,7 +75,9 @@ def test_auto_compression_from_file_name(tmp_path):
 
 
 def test_concatenated_gzip_members(tmp_path):
-    p = write(tmp_path, "m.gz", gzip.compress(frame(RECORDS[:2])) + gzip.compress(frame(RECORDS[2:])))
+    p = write(
+        tmp_path, "m.gz", gzip.compress(frame(RECORDS[:2])) + gzip.compress(frame(RECORDS[2:]))
+    )
     assert list(jr.read_records(p)) == RECORDS
 
 
@@ -109,13 +117,19 @@ def test_chunks_carry_offsets_and_resume_positions(tmp_path):
     assert chunks[0].end_offset == expect[7] and chunks[0].next_index == 7
     assert chunks[1][0] == recs[7] and chunks[1][-1] == recs[13]
     # A reader started at a chunk's end continues with the next record.
-    r = _native.RecordReader(str(p), start_offset=chunks[1].end_offset, start_index=chunks[1].next_index)
+    r = _native.RecordReader(
+        str(p), start_offset=chunks[1].end_offset, start_index=chunks[1].next_index
+    )
     c = r.read_chunk()
     assert c.to_list() == recs[14:] and list(c.indices) == list(range(14, 30))
 
 
-@given(st.lists(st.binary(max_size=300), max_size=40), st.sampled_from([None, "GZIP", "ZLIB"]),
-       st.integers(1, 50), st.integers(1, 2000))
+@given(
+    st.lists(st.binary(max_size=300), max_size=40),
+    st.sampled_from([None, "GZIP", "ZLIB"]),
+    st.integers(1, 50),
+    st.integers(1, 2000),
+)
 def test_round_trip_property(tmp_path_factory, records, compression, max_records, chunk_bytes):
     path = tmp_path_factory.mktemp("rt") / "p.tfrecord"
     with jr.TFRecordWriter(path, compression) as w:

@@ -37,7 +37,7 @@ def test_every_record_on_exactly_one_host_and_equal_batches(counts, hosts, batch
     assert union == {(f, r) for f, c in enumerate(counts) for r in range(c)}
     assert sum(len(s) for s in seen) == len(union)  # disjoint
     assert len({p.batches_per_epoch for p in plans}) == 1
-    for p, s in zip(plans, seen):
+    for p, s in zip(plans, seen, strict=False):
         assert p.host_records == len(s)
         if drop:
             assert p.batches_per_epoch * batch + p.dropped_per_epoch == len(s)

@@ -14,7 +14,7 @@ def test_exchange_matches_sequential_swaps(size, m, seed):
     incoming = (np.arange(m) + 5000).astype(np.uint64)
     slots = rng.integers(0, size, m)
     ref_buf, ref_out = buffer.copy(), []
-    for item, j in zip(incoming, slots):
+    for item, j in zip(incoming, slots, strict=False):
         ref_out.append(ref_buf[j])
         ref_buf[j] = item
     out = exchange(buffer, incoming, slots)
