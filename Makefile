@@ -32,7 +32,10 @@ format: ## Format Python and Rust sources
 
 bench: ## Side-by-side throughput against tf.data (needs: pip install -e ".[tf]")
 	$(PYTHON) benchmarks/bench_parse.py --workload tokens --threads 2
+	$(PYTHON) benchmarks/bench_parse.py --workload tabular --threads 2
 	$(PYTHON) benchmarks/bench_framing.py
+	$(PYTHON) benchmarks/bench_images.py --threads 2
+	$(PYTHON) benchmarks/bench_device_feed.py --threads 2
 
 golden: ## Rewrite tests/data/golden with real TensorFlow (needs: pip install -e ".[tf]")
 	$(PYTHON) scripts/make_golden.py

@@ -26,19 +26,30 @@ fn bench_framing(c: &mut Criterion) {
     let mut group = c.benchmark_group("framing");
     group.throughput(Throughput::Bytes(stream.len() as u64));
     for verify in [true, false] {
-        group.bench_function(if verify { "1KiB records, CRC" } else { "1KiB records, no data CRC" }, |b| {
-            b.iter(|| {
-                let len = stream.len() as u64;
-                let src = Box::new(Cursor::new(stream.clone()));
-                let opts = ReaderOptions { verify, skip_errors: false };
-                let mut r = RecordReader::from_reader(src, None, Some(len), Compression::None, opts);
-                let mut n = 0;
-                while let Some(chunk) = r.next_chunk(usize::MAX, 4 << 20).unwrap() {
-                    n += chunk.len();
-                }
-                black_box(n)
-            })
-        });
+        group.bench_function(
+            if verify {
+                "1KiB records, CRC"
+            } else {
+                "1KiB records, no data CRC"
+            },
+            |b| {
+                b.iter(|| {
+                    let len = stream.len() as u64;
+                    let src = Box::new(Cursor::new(stream.clone()));
+                    let opts = ReaderOptions {
+                        verify,
+                        skip_errors: false,
+                    };
+                    let mut r =
+                        RecordReader::from_reader(src, None, Some(len), Compression::None, opts);
+                    let mut n = 0;
+                    while let Some(chunk) = r.next_chunk(usize::MAX, 4 << 20).unwrap() {
+                        n += chunk.len();
+                    }
+                    black_box(n)
+                })
+            },
+        );
     }
     group.finish();
 }
@@ -68,7 +79,9 @@ fn token_example(i: usize) -> Vec<u8> {
         field(&mut f, tag, &inner);
         f
     };
-    let floats: Vec<u8> = (0..16).flat_map(|k| (k as f32 * 0.5).to_le_bytes()).collect();
+    let floats: Vec<u8> = (0..16)
+        .flat_map(|k| (k as f32 * 0.5).to_le_bytes())
+        .collect();
     let mut label = Vec::new();
     write_varint(&mut label, (i % 10) as u64);
     let mut id_list = Vec::new();
@@ -101,8 +114,22 @@ fn tokens_spec() -> CompiledSpec {
         allow_missing: false,
     };
     CompiledSpec::new(vec![
-        cfg("tokens", Kind::Var, OutDType::I32, 1, Some(256), Defaults::Int(vec![0])),
-        cfg("dense", Kind::Fixed, OutDType::F32, 16, None, Defaults::None),
+        cfg(
+            "tokens",
+            Kind::Var,
+            OutDType::I32,
+            1,
+            Some(256),
+            Defaults::Int(vec![0]),
+        ),
+        cfg(
+            "dense",
+            Kind::Fixed,
+            OutDType::F32,
+            16,
+            None,
+            Defaults::None,
+        ),
         cfg("label", Kind::Fixed, OutDType::I32, 1, None, Defaults::None),
         cfg("id", Kind::Fixed, OutDType::Bytes, 1, None, Defaults::None),
     ])

@@ -6,16 +6,25 @@ The public API mirrors ``tf.io`` / ``tf.train`` names so code ports by changing 
 
     with jr.TFRecordWriter("data.tfrecord") as w:
         w.write(jr.encode_example({"label": 1, "tokens": [5, 7, 9]}))
-    spec = {"label": jr.FixedLenFeature([], np.int32), "tokens": jr.VarLenFeature(np.int32, max_len=8)}
+    spec = {"label": jr.FixedLenFeature([], np.int32),
+            "tokens": jr.VarLenFeature(np.int32, max_len=8)}
     batch = jr.parse_example(list(jr.read_records("data.tfrecord")), spec)
 """
 
 from jaxrec import errors as errors
+from jaxrec._codecs import decode_image as decode_image
+from jaxrec._codecs import encode_jpeg as encode_jpeg
+from jaxrec._codecs import encode_png as encode_png
+from jaxrec._codecs import parse_tensor as parse_tensor
+from jaxrec._codecs import serialize_tensor as serialize_tensor
 from jaxrec._encode import encode_example as encode_example
 from jaxrec._encode import encode_sequence_example as encode_sequence_example
 from jaxrec._encode import make_example as make_example
 from jaxrec._encode import make_sequence_example as make_sequence_example
 from jaxrec._encode import to_feature as to_feature
+from jaxrec._index import RandomAccessReader as RandomAccessReader
+from jaxrec._index import TFRecordIndex as TFRecordIndex
+from jaxrec._inspect import infer_schema as infer_schema
 from jaxrec._loader import BatchInfo as BatchInfo
 from jaxrec._loader import Loader as Loader
 from jaxrec._native import Chunk as Chunk
@@ -40,17 +49,33 @@ from jaxrec._records import read_chunks as read_chunks
 from jaxrec._records import read_records as read_records
 from jaxrec._spec import FixedLenFeature as FixedLenFeature
 from jaxrec._spec import FixedLenSequenceFeature as FixedLenSequenceFeature
+from jaxrec._spec import Image as Image
+from jaxrec._spec import RawTensor as RawTensor
+from jaxrec._spec import SerializedTensor as SerializedTensor
 from jaxrec._spec import VarLenFeature as VarLenFeature
 from jaxrec._spec import length_key as length_key
+from jaxrec._spec import shape_key as shape_key
+from jaxrec._spec import valid_key as valid_key
 from jaxrec.errors import CorruptRecordError as CorruptRecordError
 from jaxrec.errors import EncodeError as EncodeError
 from jaxrec.errors import ExampleParseError as ExampleParseError
 from jaxrec.errors import FeatureSpecError as FeatureSpecError
 from jaxrec.errors import JaxrecError as JaxrecError
 from jaxrec.errors import ShardingError as ShardingError
+from jaxrec.errors import StaleIndexError as StaleIndexError
 from jaxrec.errors import TruncatedRecordError as TruncatedRecordError
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str):
+    # `jr.grain` without importing grain (an optional dependency) with jaxrec itself.
+    if name == "grain":
+        import importlib
+
+        return importlib.import_module("jaxrec.grain")
+    raise AttributeError(f"module 'jaxrec' has no attribute {name!r}")
+
 
 __all__ = [
     "BatchInfo",
@@ -69,18 +94,28 @@ __all__ = [
     "FixedLenFeature",
     "FixedLenSequenceFeature",
     "FloatList",
+    "Image",
     "Int64List",
     "JaxrecError",
     "Loader",
+    "RandomAccessReader",
+    "RawTensor",
     "SequenceExample",
+    "SerializedTensor",
     "ShardingError",
+    "StaleIndexError",
+    "TFRecordIndex",
     "TFRecordWriter",
     "TruncatedRecordError",
     "VarLenFeature",
+    "decode_image",
     "encode_example",
+    "encode_jpeg",
+    "encode_png",
     "encode_sequence_example",
     "errors",
     "expand_paths",
+    "infer_schema",
     "length_key",
     "make_example",
     "make_sequence_example",
@@ -89,7 +124,11 @@ __all__ = [
     "parse_sequence_example",
     "parse_single_example",
     "parse_single_sequence_example",
+    "parse_tensor",
     "read_chunks",
     "read_records",
+    "serialize_tensor",
+    "shape_key",
     "to_feature",
+    "valid_key",
 ]

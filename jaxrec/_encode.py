@@ -391,14 +391,67 @@ def _fill_feature_lists(msg: FeatureLists, feature_lists: Any) -> None:
                 raise EncodeError(f"feature list {key!r}, step {i}: {e}") from e.__cause__
 
 
-def make_example(features: Mapping[str, Any] | Example) -> Example:
+_FORMATS = ("jpeg", "png", "tensor", "raw")
+
+
+def _apply_formats(
+    features: Mapping[str, Any], formats: Mapping[str, str], quality: int
+) -> dict[str, Any]:
+    """Replaces the values named in ``formats`` by their encoded bytes (see make_example)."""
+    from jaxrec import _codecs  # the native codecs; _encode itself stays pure Python
+
+    if not isinstance(features, Mapping):
+        raise EncodeError("formats= needs features as a mapping of name -> value")
+    out = dict(features)
+    for key, fmt in formats.items():
+        if fmt not in _FORMATS:
+            raise EncodeError(f"feature {key!r}: format must be one of {_FORMATS}, got {fmt!r}")
+        if key not in out:
+            raise EncodeError(f"formats names feature {key!r}, which is not in the features")
+        value = out[key]
+        try:
+            if fmt == "jpeg":
+                out[key] = _codecs.encode_jpeg(value, quality=quality)
+            elif fmt == "png":
+                out[key] = _codecs.encode_png(value)
+            elif fmt == "tensor":
+                out[key] = _codecs.serialize_tensor(value)
+            else:
+                arr = np.asarray(value)
+                if arr.dtype.kind not in "biuf" and arr.dtype != _BFLOAT16:
+                    raise EncodeError(f"raw bytes hold numeric arrays, not {arr.dtype}")
+                shape_name = f"{key}_shape"
+                if shape_name in out and shape_name not in formats:
+                    raise EncodeError(f"{shape_name!r} is already a feature; rename it")
+                out[key] = np.ascontiguousarray(arr, dtype=arr.dtype.newbyteorder("<")).tobytes()
+                out[shape_name] = np.asarray(arr.shape, dtype=np.int64)
+        except EncodeError as e:
+            raise EncodeError(f"feature {key!r}: {e}") from e.__cause__
+    return out
+
+
+def make_example(
+    features: Mapping[str, Any] | Example,
+    *,
+    formats: Mapping[str, str] | None = None,
+    quality: int = 95,
+) -> Example:
     """Builds a ``tf.train.Example`` from a mapping of feature name to value.
 
-    Each value is converted by :func:`to_feature`.
+    Each value is converted by :func:`to_feature`, after the arrays named in ``formats`` are
+    encoded to bytes.
 
     Args:
         features: feature name → value. An ``Example`` is returned unchanged; a
             ``tf.train.Example`` or a ``Features`` message is converted.
+        formats: feature name → how to store that array as one bytes value:
+            ``"jpeg"`` / ``"png"`` (a uint8 ``(H, W)`` or ``(H, W, C)`` image, see
+            :func:`~jaxrec.encode_jpeg`), ``"tensor"`` (a serialized TensorProto, as
+            ``tf.io.serialize_tensor``), or ``"raw"`` (``ndarray.tobytes()``, little-endian,
+            plus an int64 feature ``<name>_shape`` holding its shape). Read them back with
+            :class:`~jaxrec.Image`, :class:`~jaxrec.SerializedTensor` and
+            ``RawTensor(dtype, "<name>_shape", ndim=...)``.
+        quality: JPEG quality (1-100) for ``"jpeg"``.
 
     Returns:
         The ``Example`` message (``features`` is always set, even when empty).
@@ -412,6 +465,8 @@ def make_example(features: Mapping[str, Any] | Example) -> Example:
         >>> ex.features.feature["tokens"].int64_list.value[:]
         [0, 1, 2]
     """
+    if formats:
+        features = _apply_formats(cast(Mapping[str, Any], features), formats, quality)
     if isinstance(features, Example):
         return features
     if _is_message(features, "tensorflow.Example"):
@@ -421,15 +476,23 @@ def make_example(features: Mapping[str, Any] | Example) -> Example:
     return example
 
 
-def encode_example(features: Mapping[str, Any] | Example) -> bytes:
+def encode_example(
+    features: Mapping[str, Any] | Example,
+    *,
+    formats: Mapping[str, str] | None = None,
+    quality: int = 95,
+) -> bytes:
     """Serializes a mapping of feature name to value as a ``tf.train.Example``.
 
-    Same as ``make_example(features).SerializeToString(deterministic=True)``: map entries are
-    written sorted by key, so equal input always gives equal bytes.
+    Same as ``make_example(features, ...).SerializeToString(deterministic=True)``: map entries
+    are written sorted by key, so equal input always gives equal bytes.
 
     Args:
         features: feature name → value, each converted by :func:`to_feature`; or an
             ``Example`` message.
+        formats: store these arrays as JPEG, PNG, a serialized tensor or raw bytes + shape
+            (see :func:`make_example`), e.g. ``{"image": "jpeg"}``.
+        quality: JPEG quality for ``"jpeg"``.
 
     Returns:
         The serialized ``Example``, as written to a TFRecord file.
@@ -442,7 +505,9 @@ def encode_example(features: Mapping[str, Any] | Example) -> bytes:
         >>> Example.FromString(data).features.feature["ratings"].float_list.value[:]
         [9.0, 9.5]
     """
-    return make_example(features).SerializeToString(deterministic=True)
+    return make_example(features, formats=formats, quality=quality).SerializeToString(
+        deterministic=True
+    )
 
 
 def make_sequence_example(

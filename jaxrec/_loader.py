@@ -219,6 +219,12 @@ class Loader:
                         f"feature {c.name!r} in {where} needs max_len: the Loader yields static "
                         "shapes (XLA recompiles on every new shape)"
                     )
+                decoded_shape_varies = c.decoder is not None and c.has_shape
+                if decoded_shape_varies and c.decoder[1].get("max_shape") is None:
+                    raise FeatureSpecError(
+                        f"feature {c.name!r} in {where} needs max_shape: its decoded shape varies "
+                        "by record and the Loader yields static shapes"
+                    )
 
     def _empty_batch(self) -> dict[str, np.ndarray]:
         return self.parser.parse_rows([], np.empty(0, np.int64), np.empty(0, np.int64))

@@ -22,6 +22,8 @@ from jaxrec._spec import (
     CompiledFeature,
     compile_spec,
     length_key,
+    shape_key,
+    valid_key,
 )
 
 __all__ = [
@@ -49,6 +51,10 @@ class ExampleParser:
 
     Attributes:
         truncated: rows cut to ``max_len`` so far, per feature (only with ``truncate=True``).
+        skipped: rows of ``on_error="skip"`` features that did not decode so far, per feature
+            (those rows are zeros with ``<name>_valid`` False).
+        skip_errors: why, for the first 100 of them: ``"feature 'image', record 7 of the
+            batch: truncated JPEG: ..."``.
 
     Example:
         >>> parser = ExampleParser({"label": FixedLenFeature([], np.int32)})
@@ -67,9 +73,12 @@ class ExampleParser:
         self._native = _native.ExampleParser(
             [c.native_tuple() for c in self._context],
             None if self._sequence is None else [c.native_tuple() for c in self._sequence],
+            [(i, *c.decoder) for i, c in enumerate(self._context) if c.decoder is not None],
         )
         self._lock = threading.Lock()
         self.truncated: dict[str, int] = {}
+        self.skipped: dict[str, int] = {}
+        self.skip_errors: list[str] = []
 
     @property
     def is_sequence(self) -> bool:
@@ -80,7 +89,9 @@ class ExampleParser:
         if isinstance(serialized, _native.Chunk):
             return self._native.parse_chunk(serialized)
         if isinstance(serialized, (bytes, bytearray, memoryview)):
-            raise TypeError("expected a batch (list) of serialized records; use parse_single_example")
+            raise TypeError(
+                "expected a batch (list) of serialized records; use parse_single_example"
+            )
         return self._native.parse(list(serialized))
 
     def _count(self, name: str, truncated: int) -> None:
@@ -88,11 +99,33 @@ class ExampleParser:
             with self._lock:
                 self.truncated[name] = self.truncated.get(name, 0) + truncated
 
-    def _columns(self, specs: list[CompiledFeature], cols: list, out: dict, steps_out: dict | None) -> None:
-        for spec, (values, view, lengths, steps, truncated) in zip(specs, cols):
+    def _count_skips(self, name: str, skipped: int, errors: list[str]) -> None:
+        if skipped:
+            with self._lock:
+                self.skipped[name] = self.skipped.get(name, 0) + skipped
+                room = 100 - len(self.skip_errors)
+                self.skip_errors += [
+                    f"feature {name!r}, {e.replace(':', ' of the batch:', 1)}"
+                    for e in errors[:room]
+                ]
+
+    def _columns(
+        self, specs: list[CompiledFeature], cols: list, out: dict, steps_out: dict | None
+    ) -> None:
+        for spec, col in zip(specs, cols, strict=True):
+            values, view, lengths, steps, truncated = col[:5]
             if view is not None:
                 values = values.view(_VIEWS[view])
             b = values.shape[0]
+            if spec.decoder is not None:  # decoded bytes: shaped by the native decoder
+                valid, shapes, skipped, errors = col[5:9]
+                out[spec.name] = values
+                if spec.has_shape:
+                    out[shape_key(spec.name)] = shapes
+                if spec.has_valid:
+                    out[valid_key(spec.name)] = valid
+                self._count_skips(spec.name, skipped, errors)
+                continue
             if steps is not None:  # a sequence feature of a SequenceExample
                 if spec.kind == KIND_SEQUENCE:
                     values = values.reshape((b, values.shape[1], *spec.shape))
@@ -110,7 +143,7 @@ class ExampleParser:
             self._count(spec.name, truncated)
 
     def parse(self, serialized: Serialized) -> dict[str, np.ndarray]:
-        """Parses a batch of serialized ``tf.train.Example``\\ s.
+        """Parses a batch of serialized ``tf.train.Example`` messages.
 
         Args:
             serialized: a list of ``bytes``, a numpy object array of bytes, or a
@@ -134,7 +167,7 @@ class ExampleParser:
     def parse_sequence(
         self, serialized: Serialized
     ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], dict[str, np.ndarray]]:
-        """Parses a batch of serialized ``tf.train.SequenceExample``\\ s.
+        """Parses a batch of serialized ``tf.train.SequenceExample`` messages.
 
         Returns:
             ``(context, feature_lists, lengths)`` like ``tf.io.parse_sequence_example``:
@@ -149,7 +182,6 @@ class ExampleParser:
         self._columns(self._context, ctx, context, None)
         self._columns(self._sequence or [], seq, feature_lists, lengths)
         return context, feature_lists, lengths
-
 
     def parse_rows(
         self, chunks: list[_native.Chunk], which: np.ndarray, rows: np.ndarray
@@ -178,7 +210,9 @@ _cache: OrderedDict[str, ExampleParser] = OrderedDict()
 _cache_lock = threading.Lock()
 
 
-def _parser(features: Mapping[str, Any] | None, sequence_features: Mapping[str, Any] | None) -> ExampleParser:
+def _parser(
+    features: Mapping[str, Any] | None, sequence_features: Mapping[str, Any] | None
+) -> ExampleParser:
     # Specs hold lists and numpy values, so they are keyed by repr: the dataclasses' reprs
     # name every field, and a dict keeps its order.
     key = repr((features, sequence_features))
@@ -235,7 +269,7 @@ def parse_sequence_example(
     """Parses a batch of serialized SequenceExamples, like ``tf.io.parse_sequence_example``.
 
     Args:
-        serialized: serialized ``tf.train.SequenceExample``\\ s (see :func:`parse_example`).
+        serialized: serialized ``tf.train.SequenceExample`` messages (see :func:`parse_example`).
         context_features: spec of the context (Example rules).
         sequence_features: spec of the feature lists: ``FixedLenSequenceFeature`` (each step
             a fixed shape) or ``VarLenFeature`` (each step any length).
@@ -264,5 +298,3 @@ def parse_single_sequence_example(
     """
     ctx, seq, _ = parse_sequence_example([serialized], context_features, sequence_features)
     return {k: v[0] for k, v in ctx.items()}, {k: v[0] for k, v in seq.items()}
-
-

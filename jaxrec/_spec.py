@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any, Union
+from typing import Any
 
 import ml_dtypes
 import numpy as np
@@ -27,8 +27,13 @@ __all__ = [
     "FixedLenFeature",
     "FixedLenSequenceFeature",
     "VarLenFeature",
+    "Image",
+    "RawTensor",
+    "SerializedTensor",
     "Feature",
     "length_key",
+    "shape_key",
+    "valid_key",
 ]
 
 # Wire types of tf.train.Feature's oneof, as the native parser numbers them.
@@ -55,7 +60,7 @@ _FLOAT_CODES = {
 }
 _STRING_NAMES = {"string", "bytes", "str"}
 
-DTypeLike = Union[type, str, np.dtype]
+DTypeLike = type | str | np.dtype
 
 
 def _resolve_dtype(dtype: Any) -> np.dtype | type[bytes]:
@@ -199,12 +204,132 @@ class FixedLenSequenceFeature:
     truncate: bool = False
 
 
-Feature = Union[FixedLenFeature, VarLenFeature, FixedLenSequenceFeature]
+_ON_ERROR = ("raise", "skip")
+
+
+@dataclasses.dataclass(frozen=True)
+class Image:
+    """A JPEG or PNG bytes feature decoded to a fixed-shape image, in native code.
+
+    Like ``tf.io.decode_image(value, channels=C)`` followed by
+    ``tf.image.resize_with_crop_or_pad`` or ``tf.image.resize``, per record, with the GIL
+    released. The batch comes back as ``[batch, H, W, C]``.
+
+    Args:
+        shape: ``(height, width, channels)`` of the output; channels 1 (gray), 3 (RGB) or 4
+            (RGBA) converts as ``channels=`` of ``tf.io.decode_image`` does (a JPEG gets alpha
+            255, where TensorFlow refuses 4 channels for JPEG).
+        dtype: ``np.uint8`` (0..255) or ``np.float32`` (scaled to [0, 1], as
+            ``tf.image.convert_image_dtype``).
+        resize: ``None``: every image must already be ``height x width``; ``"crop_or_pad"``:
+            centre crop/zero-pad (``tf.image.resize_with_crop_or_pad``); ``"bilinear"``: stretch
+            (``tf.image.resize(..., "bilinear")``, half-pixel centres). Resized uint8 output is
+            rounded half to even and saturated.
+        antialias: with ``"bilinear"``, low-pass filter when shrinking, as
+            ``tf.image.resize(..., antialias=True)``.
+        format: ``"auto"`` (from the first bytes), ``"jpeg"`` or ``"png"``.
+        on_error: ``"raise"``: a record whose image is missing, empty, truncated, corrupt, of
+            another format, too large or (without ``resize``) of another size raises
+            :class:`~jaxrec.ExampleParseError` naming the record and feature. ``"skip"``: that
+            row is all zeros, ``<name>_valid`` (bool ``[batch]``, always present with "skip")
+            is False, and the parser counts it (``ExampleParser.skipped``). A record that is
+            not a valid Example, or whose feature is not a ``bytes_list``, raises either way.
+        max_pixels: the largest ``width * height`` an image header may declare; bigger images
+            are errors before any pixel memory is allocated.
+
+    Example:
+        >>> spec = {"image": Image((224, 224, 3), resize="crop_or_pad"),
+        ...         "label": FixedLenFeature([], np.int32)}
+    """
+
+    shape: Sequence[int]
+    dtype: DTypeLike = np.uint8
+    resize: str | None = None
+    antialias: bool = False
+    format: str = "auto"
+    on_error: str = "raise"
+    max_pixels: int = 1 << 26
+
+
+@dataclasses.dataclass(frozen=True)
+class RawTensor:
+    """Raw bytes read as an array: ``tf.io.decode_raw`` + ``tf.reshape``.
+
+    What ``np.frombuffer(value, dtype).reshape(shape)`` gives for bytes written with
+    ``ndarray.tobytes()``.
+
+    Args:
+        dtype: the stored element type (any integer, bool, float16, bfloat16, float32,
+            float64); also the output dtype.
+        shape: the shape of each record's array. Each entry is an int, ``-1`` (at most one:
+            inferred from the byte count, as in a reshape) or the name of an int64 feature of
+            the same record holding that dimension (``("height", "width", 3)``). Or a single
+            feature name whose int64_list (or bytes of little-endian int32s) is the whole shape;
+            then ``ndim`` or ``max_shape`` gives the rank. Shape features need not be in the
+            spec.
+        max_shape: pad every row to this shape. When the shape is not all ints and no
+            ``max_shape`` is given, rows are padded to the batch's largest (fine on the host,
+            not for static device shapes). Rows are zero-padded at the end of each axis, and
+            ``<name>_shape`` (int32 ``[batch, ndim]``) holds each row's own shape.
+        ndim: the rank, when ``shape`` names one feature and there is no ``max_shape``.
+        little_endian: byte order of the stored elements (``tf.io.decode_raw``'s default).
+        on_error: ``"raise"`` or ``"skip"`` (see :class:`Image`): a byte count that does not
+            fit the shape, or a missing value or shape feature, is skippable.
+
+    Example:
+        >>> spec = {"pixels": RawTensor(np.uint8, ("height", "width", 3), max_shape=(64, 64, 3))}
+    """
+
+    dtype: DTypeLike
+    shape: Sequence[int | str] | str
+    max_shape: Sequence[int] | None = None
+    ndim: int | None = None
+    little_endian: bool = True
+    on_error: str = "raise"
+
+
+@dataclasses.dataclass(frozen=True)
+class SerializedTensor:
+    """A serialized ``TensorProto`` (``tf.io.serialize_tensor``), like ``tf.io.parse_tensor``.
+
+    Args:
+        dtype: the dtype the tensor must hold (a mismatch is an error, as in
+            ``tf.io.parse_tensor``'s ``out_type``): numeric, bool, or ``bytes``/``"string"``.
+        shape: the expected shape, ``None`` for a dimension that may vary (the rank is fixed).
+        max_shape: pad varying dimensions to this; without it, to the batch's largest. With
+            any ``None`` dimension, ``<name>_shape`` (int32 ``[batch, ndim]``) holds each row's
+            shape.
+        on_error: ``"raise"`` or ``"skip"`` (see :class:`Image`).
+
+    Example:
+        >>> spec = {"embedding": SerializedTensor(np.float32, [None, 128], max_shape=[16, 128])}
+    """
+
+    dtype: DTypeLike
+    shape: Sequence[int | None]
+    max_shape: Sequence[int] | None = None
+    on_error: str = "raise"
+
+
+Feature = (
+    FixedLenFeature | VarLenFeature | FixedLenSequenceFeature | Image | RawTensor | SerializedTensor
+)
+_DECODED = (Image, RawTensor, SerializedTensor)
 
 
 def length_key(name: str) -> str:
     """Returns the output key holding the true lengths of variable-length feature ``name``."""
     return f"{name}_length"
+
+
+def shape_key(name: str) -> str:
+    """Returns the output key holding each row's shape of decoded tensor ``name``."""
+    return f"{name}_shape"
+
+
+def valid_key(name: str) -> str:
+    """Returns the output key of the per-row valid flags of a feature with ``on_error="skip"``."""
+    return f"{name}_valid"
 
 
 # Kinds as the native parser numbers them (src/spec.rs `Kind`).
@@ -225,6 +350,25 @@ class CompiledFeature:
     truncate: bool
     default: np.ndarray | list[bytes] | None  # flat, prod(shape) values (fixed) or 1 (pad)
     allow_missing: bool
+    # Decoded bytes features: ("image" | "raw" | "tensor", params for src/python.rs).
+    decoder: tuple[str, dict] | None = None
+    # ... and what comes out: the dtype, and whether <name>_shape / <name>_valid do.
+    out_dtype: np.dtype | type[bytes] | None = None
+    out_shape: tuple[int | None, ...] = ()
+    has_shape: bool = False
+    has_valid: bool = False
+
+    @property
+    def extra_keys(self) -> tuple[str, ...]:
+        """Output keys besides ``name``: lengths, per-row shapes, valid flags."""
+        keys = []
+        if self.kind != KIND_FIXED:
+            keys.append(length_key(self.name))
+        if self.has_shape:
+            keys.append(shape_key(self.name))
+        if self.has_valid:
+            keys.append(valid_key(self.name))
+        return tuple(keys)
 
     @property
     def wire_name(self) -> str:
@@ -266,10 +410,16 @@ def _default_values(
 ) -> np.ndarray | list[bytes]:
     """Broadcasts a default/pad value to ``count`` flat values of ``dtype``, checking range."""
     if dtype is bytes:
-        items = [default] if isinstance(default, (bytes, str)) else list(np.ravel(np.asarray(default, dtype=object)))
+        items = (
+            [default]
+            if isinstance(default, (bytes, str))
+            else list(np.ravel(np.asarray(default, dtype=object)))
+        )
         items = [v.encode() if isinstance(v, str) else v for v in items]
         if not all(isinstance(v, (bytes, np.bytes_)) for v in items):
-            raise FeatureSpecError(f"feature {name!r}: default_value must be bytes or str, got {default!r}")
+            raise FeatureSpecError(
+                f"feature {name!r}: default_value must be bytes or str, got {default!r}"
+            )
         if len(items) == 1:
             items = items * count
         if len(items) != count:
@@ -293,9 +443,154 @@ def _default_values(
         info = np.iinfo(np.int64) if dtype == np.bool_ else np.iinfo(dtype)
         lo, hi = (0, 1) if dtype == np.bool_ else (info.min, info.max)
         if flat.size and (flat.min() < lo or flat.max() > hi):
-            raise FeatureSpecError(f"feature {name!r}: default_value {default!r} does not fit {dtype}")
+            raise FeatureSpecError(
+                f"feature {name!r}: default_value {default!r} does not fit {dtype}"
+            )
         return flat.astype(np.int64)
     return flat.astype(np.float64)
+
+
+def _on_error(value: Any, what: str) -> str:
+    if value not in _ON_ERROR:
+        raise FeatureSpecError(f"{what}: on_error must be 'raise' or 'skip', got {value!r}")
+    return value
+
+
+def _sizes(value: Any, what: str, arg: str, allow_none: bool = False) -> tuple:
+    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence | np.ndarray):
+        raise FeatureSpecError(f"{what}: {arg} must be a sequence, got {value!r}")
+    out = []
+    for d in value:
+        if d is None and allow_none:
+            out.append(None)
+        elif isinstance(d, (int, np.integer)) and not isinstance(d, bool) and d >= 0:
+            out.append(int(d))
+        else:
+            raise FeatureSpecError(f"{what}: {arg} entries must be ints >= 0, got {list(value)}")
+    return tuple(out)
+
+
+def _numeric_dtype(dtype: Any, what: str, allow_bytes: bool) -> np.dtype | type[bytes]:
+    resolved = _resolve_dtype(dtype)
+    if resolved is bytes and not allow_bytes:
+        raise FeatureSpecError(f"{what}: raw bytes decode to a numeric or bool dtype, not bytes")
+    return resolved
+
+
+def _compile_decoded(name: str, feature: Any, what: str) -> CompiledFeature:
+    """Reduces an Image / RawTensor / SerializedTensor entry (a scalar bytes feature + decoder)."""
+    on_error = _on_error(feature.on_error, what)
+    if isinstance(feature, Image):
+        shape = _sizes(feature.shape, what, "shape")
+        if len(shape) != 3 or shape[2] not in (1, 3, 4) or 0 in shape[:2]:
+            raise FeatureSpecError(
+                f"{what}: Image shape is (height, width, channels) with channels 1, 3 or 4, "
+                f"got {tuple(feature.shape)}"
+            )
+        dtype = _resolve_dtype(feature.dtype)
+        if dtype not in (np.dtype(np.uint8), np.dtype(np.float32)):
+            raise FeatureSpecError(f"{what}: Image dtype must be uint8 or float32, got {dtype}")
+        if feature.resize not in (None, "crop_or_pad", "bilinear"):
+            raise FeatureSpecError(
+                f"{what}: resize must be None, 'crop_or_pad' or 'bilinear', got {feature.resize!r}"
+            )
+        if feature.antialias and feature.resize != "bilinear":
+            raise FeatureSpecError(f"{what}: antialias applies to resize='bilinear' only")
+        if feature.format not in ("auto", "jpeg", "png"):
+            raise FeatureSpecError(f"{what}: format must be 'auto', 'jpeg' or 'png'")
+        if not isinstance(feature.max_pixels, (int, np.integer)) or feature.max_pixels <= 0:
+            raise FeatureSpecError(f"{what}: max_pixels must be a positive int")
+        params = {
+            "dtype": _dtype_code(dtype),
+            "height": shape[0],
+            "width": shape[1],
+            "channels": shape[2],
+            "format": feature.format,
+            "resize": feature.resize,
+            "antialias": bool(feature.antialias),
+            "max_pixels": int(feature.max_pixels),
+            "on_error": on_error,
+        }
+        decoder, out_shape, dynamic = ("image", params), shape, False
+    elif isinstance(feature, RawTensor):
+        dtype = _numeric_dtype(feature.dtype, what, allow_bytes=False)
+        max_shape = (
+            None if feature.max_shape is None else _sizes(feature.max_shape, what, "max_shape")
+        )
+        params = {
+            "dtype": _dtype_code(dtype),
+            "little_endian": bool(feature.little_endian),
+            "max_shape": None if max_shape is None else list(max_shape),
+            "on_error": on_error,
+            "shape_feature": None,
+            "dims": [],
+        }
+        if isinstance(feature.shape, str):
+            ndim = (
+                feature.ndim
+                if feature.ndim is not None
+                else (None if max_shape is None else len(max_shape))
+            )
+            if not isinstance(ndim, (int, np.integer)) or ndim < 0:
+                raise FeatureSpecError(
+                    f"{what}: shape names feature {feature.shape!r}; give ndim or max_shape so the "
+                    "rank is known"
+                )
+            params.update(shape_feature=feature.shape, ndim=int(ndim))
+            out_shape: tuple = (None,) * int(ndim)
+        else:
+            if not isinstance(feature.shape, Sequence | np.ndarray):
+                raise FeatureSpecError(f"{what}: shape must be a sequence or a feature name")
+            dims: list = []
+            for d in feature.shape:
+                if isinstance(d, str) and d:
+                    dims.append(d)
+                elif isinstance(d, (int, np.integer)) and not isinstance(d, bool) and d >= -1:
+                    dims.append(int(d))
+                else:
+                    raise FeatureSpecError(
+                        f"{what}: shape entries are ints >= 0, -1 or feature names, got "
+                        f"{list(feature.shape)}"
+                    )
+            if dims.count(-1) > 1:
+                raise FeatureSpecError(f"{what}: at most one -1 in a shape")
+            params["dims"] = dims
+            out_shape = tuple(d if isinstance(d, int) and d >= 0 else None for d in dims)
+        if max_shape is not None and len(max_shape) != len(out_shape):
+            raise FeatureSpecError(f"{what}: max_shape {max_shape} has another rank than the shape")
+        decoder, dynamic = ("raw", params), None in out_shape
+    else:
+        dtype = _numeric_dtype(feature.dtype, what, allow_bytes=True)
+        out_shape = _sizes(feature.shape, what, "shape", allow_none=True)
+        max_shape = (
+            None if feature.max_shape is None else _sizes(feature.max_shape, what, "max_shape")
+        )
+        if max_shape is not None and len(max_shape) != len(out_shape):
+            raise FeatureSpecError(f"{what}: max_shape {max_shape} has another rank than the shape")
+        params = {
+            "dtype": _dtype_code(dtype),
+            "dims": list(out_shape),
+            "max_shape": None if max_shape is None else list(max_shape),
+            "on_error": on_error,
+        }
+        decoder, dynamic = ("tensor", params), None in out_shape
+    return CompiledFeature(
+        name,
+        KIND_FIXED,
+        WIRE_BYTES,
+        bytes,
+        "bytes",
+        (),
+        None,
+        False,
+        None,
+        False,
+        decoder=decoder,
+        out_dtype=dtype,
+        out_shape=tuple(out_shape),
+        has_shape=bool(dynamic),
+        has_valid=on_error == "skip",
+    )
 
 
 def compile_feature(name: str, feature: Any, *, in_sequence: bool = False) -> CompiledFeature:
@@ -307,6 +602,13 @@ def compile_feature(name: str, feature: Any, *, in_sequence: bool = False) -> Co
     what = f"feature {name!r}"
     if not isinstance(name, str) or not name:
         raise FeatureSpecError(f"feature names must be non-empty str, got {name!r}")
+    if isinstance(feature, _DECODED):
+        if in_sequence:
+            raise FeatureSpecError(
+                f"{what}: {type(feature).__name__} is not supported in sequence features; "
+                "use it in the context"
+            )
+        return _compile_decoded(name, feature, what)
     if isinstance(feature, FixedLenFeature):
         if in_sequence:
             raise FeatureSpecError(
@@ -320,8 +622,16 @@ def compile_feature(name: str, feature: Any, *, in_sequence: bool = False) -> Co
             else _default_values(feature.default_value, dtype, math.prod(shape), name)
         )
         return CompiledFeature(
-            name, KIND_FIXED, _wire_of(dtype), dtype, _dtype_code(dtype), shape, None, False,
-            default, False,
+            name,
+            KIND_FIXED,
+            _wire_of(dtype),
+            dtype,
+            _dtype_code(dtype),
+            shape,
+            None,
+            False,
+            default,
+            False,
         )
     if isinstance(feature, VarLenFeature):
         dtype = _resolve_dtype(feature.dtype)
@@ -329,9 +639,16 @@ def compile_feature(name: str, feature: Any, *, in_sequence: bool = False) -> Co
         if pad is None:
             pad = b"" if dtype is bytes else 0
         return CompiledFeature(
-            name, KIND_VAR, _wire_of(dtype), dtype, _dtype_code(dtype), (),
-            _max_len(feature.max_len, what), bool(feature.truncate),
-            _default_values(pad, dtype, 1, name), True,
+            name,
+            KIND_VAR,
+            _wire_of(dtype),
+            dtype,
+            _dtype_code(dtype),
+            (),
+            _max_len(feature.max_len, what),
+            bool(feature.truncate),
+            _default_values(pad, dtype, 1, name),
+            True,
         )
     if isinstance(feature, FixedLenSequenceFeature):
         dtype = _resolve_dtype(feature.dtype)
@@ -346,22 +663,33 @@ def compile_feature(name: str, feature: Any, *, in_sequence: bool = False) -> Co
             pad = b"" if dtype is bytes else 0
         pad_values = _default_values(pad, dtype, 1, name)
         return CompiledFeature(
-            name, KIND_SEQUENCE, _wire_of(dtype), dtype, _dtype_code(dtype), shape,
-            _max_len(feature.max_len, what), bool(feature.truncate), pad_values,
+            name,
+            KIND_SEQUENCE,
+            _wire_of(dtype),
+            dtype,
+            _dtype_code(dtype),
+            shape,
+            _max_len(feature.max_len, what),
+            bool(feature.truncate),
+            pad_values,
             bool(feature.allow_missing),
         )
     raise FeatureSpecError(
-        f"{what}: expected FixedLenFeature, VarLenFeature or FixedLenSequenceFeature, "
-        f"got {type(feature).__name__}"
+        f"{what}: expected FixedLenFeature, VarLenFeature, FixedLenSequenceFeature, Image, "
+        f"RawTensor or SerializedTensor, got {type(feature).__name__}"
     )
 
 
-def compile_spec(features: Mapping[str, Any] | None, *, in_sequence: bool = False) -> list[CompiledFeature]:
+def compile_spec(
+    features: Mapping[str, Any] | None, *, in_sequence: bool = False
+) -> list[CompiledFeature]:
     """Validates a whole spec dict and checks that no output key collides with another."""
     if features is None:
         return []
     if not isinstance(features, Mapping):
-        raise FeatureSpecError(f"a spec must be a dict of name -> feature, got {type(features).__name__}")
+        raise FeatureSpecError(
+            f"a spec must be a dict of name -> feature, got {type(features).__name__}"
+        )
     compiled = [compile_feature(n, f, in_sequence=in_sequence) for n, f in features.items()]
     keys = set(features)
     for c in compiled:
@@ -370,4 +698,10 @@ def compile_spec(features: Mapping[str, Any] | None, *, in_sequence: bool = Fals
                 f"feature {c.name!r}: its lengths would be returned as {length_key(c.name)!r}, "
                 "which is also a feature name; rename one of them"
             )
+        for key in c.extra_keys:
+            if key in keys:
+                raise FeatureSpecError(
+                    f"feature {c.name!r}: would also return {key!r}, which is also a feature "
+                    "name; rename one of them"
+                )
     return compiled

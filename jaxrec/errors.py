@@ -19,6 +19,7 @@ __all__ = [
     "FeatureSpecError",
     "JaxrecError",
     "ShardingError",
+    "StaleIndexError",
     "TruncatedRecordError",
 ]
 
@@ -135,3 +136,10 @@ class EncodeError(JaxrecError, TypeError, ValueError):
 
 class ShardingError(JaxrecError, ValueError):
     """Files or records cannot be split across hosts as asked."""
+
+
+class StaleIndexError(JaxrecError, ValueError):
+    """A record index does not match its file (the file changed since), or is damaged.
+
+    Rebuild it: ``jaxrec index --force FILES`` or ``TFRecordIndex.build(path).save()``.
+    """

@@ -351,7 +351,8 @@ def write_npz(path: Path, arrays: dict):
     with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as z:
         for k in sorted(arrays):
             buf = io.BytesIO()
-            np.lib.format.write_array(buf, np.ascontiguousarray(arrays[k]), allow_pickle=False)
+            arr = np.asarray(arrays[k], order="C")  # (ascontiguousarray would make 0-d 1-d)
+            np.lib.format.write_array(buf, arr, allow_pickle=False)
             info = zipfile.ZipInfo(k + ".npy", date_time=(1980, 1, 1, 0, 0, 0))
             info.compress_type = zipfile.ZIP_DEFLATED
             info.external_attr = 0o644 << 16
@@ -1417,5 +1418,325 @@ def write_readme(files_doc: dict):
     )
 
 
+# ============================================================================================
+# Images and tensors: tests/data/golden_images/, checked by tests/golden/test_golden_images.py
+
+IMG_OUT = ROOT / "tests" / "data" / "golden_images"
+IMG_SIZE_LIMIT = 600 * 1024
+IMG_BEGIN, IMG_END = "<!-- golden-images:begin -->", "<!-- golden-images:end -->"
+
+
+def _natural(h: int, w: int, c: int, seed: int) -> np.ndarray:
+    """A photo-like test image: smooth gradients, sensor-like noise, a hard-edged box."""
+    rng = np.random.default_rng(seed)
+    y, x = np.mgrid[0:h, 0:w].astype(np.float64)
+    chans = [128 + 90 * np.sin(x / (5 + 3 * k) + y / (9 - k) + k) for k in range(c)]
+    img = np.stack(chans, -1) + rng.normal(0, 9, (h, w, c))
+    img[h // 4 : h // 2, w // 3 : w // 2] = [255 - 40 * k for k in range(c)]
+    return np.clip(img, 0, 255).round().astype(np.uint8)
+
+
+def _png_chunk(kind: bytes, data: bytes) -> bytes:
+    import zlib
+
+    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+
+def _png_raw(width: int, height: int, bit_depth: int, color_type: int, rows: list[bytes], extra=()):
+    """A PNG built by hand (palette, 1-bit gray: what tf.io.encode_png cannot write)."""
+    import zlib
+
+    ihdr = struct.pack(">IIBBBBB", width, height, bit_depth, color_type, 0, 0, 0)
+    body = b"".join(b"\x00" + r for r in rows)
+    chunks = [_png_chunk(b"IHDR", ihdr), *extra, _png_chunk(b"IDAT", zlib.compress(body, 9))]
+    return b"\x89PNG\r\n\x1a\n" + b"".join(chunks) + _png_chunk(b"IEND", b"")
+
+
+def _image_sources() -> list[tuple[str, bytes, str]]:
+    """(name, encoded bytes, what it is) for every image the golden cases decode."""
+    rgb = _natural(37, 53, 3, 1)
+    photo = _natural(61, 83, 3, 2)
+    gray = _natural(29, 31, 1, 3)
+    rgba = np.concatenate([_natural(24, 40, 3, 4), _natural(24, 40, 1, 5)], -1)
+    graya = np.concatenate([_natural(20, 22, 1, 6), _natural(20, 22, 1, 7)], -1)
+    rgb16 = (_natural(18, 21, 3, 8).astype(np.uint16) * 257 + np.uint16(91)).astype(np.uint16)
+    palette = bytes(v for i in range(16) for v in (i * 16, 255 - i * 16, (i * 53) % 256))
+    trns = bytes(255 if i % 3 else 40 * (i // 3) for i in range(16))
+    pal_rows = [bytes((x * 3 + y) % 16 for x in range(19)) for y in range(14)]
+    bits = [np.packbits((np.arange(17) + y) % 3 == 0).tobytes() for y in range(13)]
+    enc_png, enc_jpeg = tf.io.encode_png, tf.io.encode_jpeg
+    return [
+        ("png_rgb", enc_png(rgb).numpy(), "PNG, 8-bit RGB 37x53 (tf.io.encode_png)"),
+        ("png_gray", enc_png(gray).numpy(), "PNG, 8-bit gray 29x31"),
+        ("png_rgba", enc_png(rgba).numpy(), "PNG, 8-bit RGBA 24x40"),
+        ("png_graya", enc_png(graya).numpy(), "PNG, 8-bit gray+alpha 20x22"),
+        ("png_rgb16", enc_png(rgb16).numpy(), "PNG, 16-bit RGB 18x21"),
+        (
+            "png_palette_trns",
+            _png_raw(
+                19, 14, 8, 3, pal_rows, [_png_chunk(b"PLTE", palette), _png_chunk(b"tRNS", trns)]
+            ),
+            "PNG, 8-bit palette with tRNS transparency 19x14 (hand-built)",
+        ),
+        ("png_gray1", _png_raw(17, 13, 1, 0, bits), "PNG, 1-bit gray 17x13 (hand-built)"),
+        (
+            "jpeg_420",
+            enc_jpeg(photo, quality=90).numpy(),
+            "JPEG 4:2:0 q90 61x83 (tf.io.encode_jpeg)",
+        ),
+        (
+            "jpeg_444",
+            enc_jpeg(photo, quality=95, chroma_downsampling=False).numpy(),
+            "JPEG 4:4:4 q95 61x83",
+        ),
+        (
+            "jpeg_prog",
+            enc_jpeg(photo, quality=85, progressive=True).numpy(),
+            "progressive JPEG q85",
+        ),
+        ("jpeg_gray", enc_jpeg(photo[..., :1], quality=90).numpy(), "grayscale JPEG q90 61x83"),
+    ]
+
+
+def _tf_error(fn) -> dict:
+    try:
+        fn()
+    except Exception as e:  # noqa: BLE001 - recording whatever TF raises
+        return {"tf_class": type(e).__name__, "tf_message": clean_message(str(e))}
+    raise AssertionError("TF accepted a case meant to fail")
+
+
+def main_images():
+    """Writes tests/data/golden_images/ (images, decode_raw, parse_tensor)."""
+    if IMG_OUT.exists():
+        shutil.rmtree(IMG_OUT)
+    IMG_OUT.mkdir(parents=True)
+    files_doc: dict[str, str] = {}
+    expected: dict[str, np.ndarray] = {}
+    manifest: dict = {
+        "tensorflow": tf.__version__,
+        "doc": (
+            "images.tfrecord holds one tf.train.Example per source image (features image, "
+            "name); each case decodes one source as TF did, expected arrays in expected.npz. "
+            "PNG cases must match exactly; JPEG ones within jpeg_tolerance. raw.tfrecord / "
+            "tensors.tfrecord hold decode_raw / serialize_tensor records."
+        ),
+    }
+
+    # ---- images
+    sources = _image_sources()
+    recs = [example({"image": byt(data), "name": byt(name.encode())}) for name, data, _ in sources]
+    write_tfrecord(IMG_OUT / "images.tfrecord", recs)
+    files_doc["images.tfrecord"] = "; ".join(
+        f"{i}: {n} ({d})" for i, (n, _, d) in enumerate(sources)
+    )
+    manifest["sources"] = [
+        {"name": n, "record": i, "format": n.split("_")[0]} for i, (n, _, _) in enumerate(sources)
+    ]
+    cases = []
+    decoded = {}
+    for name, data, _ in sources:
+        for ch in (1, 3, 4):
+            if name.startswith("jpeg") and ch == 4:
+                continue  # TF: "JPEG does not support 4 channels"
+            out = tf.io.decode_image(data, channels=ch, expand_animations=False).numpy()
+            key = f"decode/{name}/c{ch}"
+            expected[key] = out
+            decoded[(name, ch)] = out
+            cases.append({"name": key, "kind": "decode", "source": name, "channels": ch})
+    for name in ("png_rgb", "png_rgba", "jpeg_420", "jpeg_gray"):
+        ch = 4 if name == "png_rgba" else 3
+        img = decoded[(name, ch)]
+        for h, w in ((32, 64), (40, 40), (80, 20)):
+            key = f"crop_or_pad/{name}/{h}x{w}"
+            expected[key] = tf.image.resize_with_crop_or_pad(img, h, w).numpy()
+            cases.append(
+                {"name": key, "kind": "crop_or_pad", "source": name, "channels": ch, "size": [h, w]}
+            )
+        for (h, w), aa in (((24, 80), False), ((24, 80), True), ((50, 30), False), ((9, 13), True)):
+            key = f"resize/{name}/{h}x{w}/aa{int(aa)}"
+            expected[key] = tf.image.resize(img, [h, w], "bilinear", antialias=aa).numpy()
+            cases.append(
+                {
+                    "name": key,
+                    "kind": "resize",
+                    "source": name,
+                    "channels": ch,
+                    "size": [h, w],
+                    "antialias": aa,
+                }
+            )
+    manifest["cases"] = cases
+    # How far two libjpeg-turbo IDCTs are apart on the same files: the yardstick for JPEG.
+    diffs = []
+    for name, data, _ in sources:
+        if name.startswith("jpeg"):
+            a = tf.io.decode_jpeg(data, dct_method="INTEGER_ACCURATE").numpy().astype(int)
+            b = tf.io.decode_jpeg(data, dct_method="INTEGER_FAST").numpy().astype(int)
+            diffs.append(np.abs(a - b))
+    manifest["jpeg_reference"] = {
+        "doc": "TF's own INTEGER_FAST vs INTEGER_ACCURATE (default) IDCT on the golden JPEGs",
+        "max_abs": int(max(d.max() for d in diffs)),
+        "mean_abs": float(np.mean(np.concatenate([d.ravel() for d in diffs]))),
+    }
+    # zune-jpeg vs libjpeg-turbo measured max 9, mean <= 1.55 on these files (2026-11).
+    manifest["jpeg_tolerance"] = {"max_abs": 10, "mean_abs": 2.0}
+
+    # ---- image failures
+    _, good_jpeg, _ = sources[7]
+    _, good_png, _ = sources[0]
+    bad_crc = bytearray(good_png)
+    idat = bad_crc.index(b"IDAT")
+    length = struct.unpack(">I", bytes(bad_crc[idat - 4 : idat]))[0]
+    bad_crc[idat + 4 + length] ^= 0xFF  # first byte of the IDAT CRC
+    failures = [
+        ("truncated_jpeg", good_jpeg[: len(good_jpeg) * 2 // 3], "a JPEG cut at 2/3 of its bytes"),
+        ("jpeg_no_eoi", good_jpeg[:-2], "a JPEG without its end-of-image marker"),
+        ("png_bad_crc", bytes(bad_crc), "a PNG whose IDAT CRC is wrong"),
+        ("png_truncated", good_png[: len(good_png) // 2], "a PNG cut in half"),
+        ("not_an_image", b"GIF89a\x01\x00\x01\x00", "a GIF header"),
+    ]
+    fail_recs = [example({"image": byt(good_png), "name": byt(b"ok")})]
+    manifest["image_errors"] = []
+    for i, (name, data, doc) in enumerate(failures, start=1):
+        fail_recs.append(example({"image": byt(data), "name": byt(name.encode())}))
+        err = _tf_error(lambda data=data: tf.io.decode_image(data, channels=3).numpy())
+        manifest["image_errors"].append({"name": name, "record": i, "doc": doc, **err})
+    write_tfrecord(IMG_OUT / "image_errors.tfrecord", fail_recs)
+    files_doc["image_errors.tfrecord"] = "record 0 a good PNG, then " + "; ".join(
+        f"{i}: {d}" for i, (_, _, d) in enumerate(failures, start=1)
+    )
+
+    # ---- decode_raw
+    rng = np.random.default_rng(11)
+    raw_cases = []
+    raw_recs = []
+    for i, (dtype, little, (h, w)) in enumerate(
+        [
+            ("int16", True, (3, 5)),
+            ("int16", False, (4, 2)),
+            ("float32", True, (2, 6)),
+            ("uint8", True, (5, 7)),
+            ("float64", False, (1, 3)),
+            ("int32", True, (0, 4)),
+        ]
+    ):
+        arr = rng.integers(-30000, 30000, (h, w)).astype(dtype)
+        if dtype.startswith("float"):
+            arr = (rng.standard_normal((h, w)) * 100).astype(dtype)
+        data = arr.astype(arr.dtype.newbyteorder("<" if little else ">")).tobytes()
+        raw_recs.append(example({"raw": byt(data), "h": i64(h), "w": i64(w)}))
+        tf_dt = getattr(tf, dtype)
+        out = tf.reshape(tf.io.decode_raw(data, tf_dt, little_endian=little), [h, w]).numpy()
+        key = f"raw/{i}"
+        expected[key] = out
+        raw_cases.append({"name": key, "record": i, "dtype": dtype, "little_endian": little})
+    # Bytes that do not fill the shape: TF's reshape fails.
+    bad = np.arange(7, dtype=np.int16).tobytes()
+    raw_recs.append(example({"raw": byt(bad), "h": i64(2), "w": i64(4)}))
+    manifest["raw"] = raw_cases
+    manifest["raw_error"] = {
+        "record": len(raw_recs) - 1,
+        "dtype": "int16",
+        **_tf_error(lambda: tf.reshape(tf.io.decode_raw(bad, tf.int16), [2, 4]).numpy()),
+    }
+    write_tfrecord(IMG_OUT / "raw.tfrecord", raw_recs)
+    files_doc["raw.tfrecord"] = (
+        "Examples {raw: ndarray.tobytes(), h, w} of int16 (both byte orders), float32, uint8, "
+        "float64 (big-endian), an empty int32; the last holds 7 int16 for a 2x4 shape"
+    )
+
+    # ---- serialize_tensor / parse_tensor
+    tensors = [
+        ("float32", np.arange(12, dtype=np.float32).reshape(3, 4) / 3),
+        ("int64", np.array(-5, np.int64)),
+        ("string", np.array([[b"ab", b""], [b"xyz", b"\xff\x00"]], dtype=object)),
+        ("uint8", np.zeros((0, 2), np.uint8)),
+        ("bool", np.array([True, False, True])),
+        ("float16", np.array([1.5, -2.25, 65504], np.float16)),
+        ("bfloat16", None),
+        ("int8", np.array([[-128, 127]], np.int8)),
+        ("uint16", np.array([65535, 1], np.uint16)),
+        ("float64", np.array([[np.pi], [-0.0]], np.float64)),
+    ]
+    tensor_cases, tensor_recs = [], []
+    for i, (dtype, arr) in enumerate(tensors):
+        t = tf.constant([1.5, -3.0, 0.0078125], tf.bfloat16) if arr is None else tf.constant(arr)
+        data = tf.io.serialize_tensor(t).numpy()
+        tensor_recs.append(example({"t": byt(data)}))
+        out = tf.io.parse_tensor(data, getattr(tf, dtype)).numpy()
+        key = f"tensor/{i}"
+        if dtype == "string":
+            tensor_cases.append(
+                {
+                    "name": key,
+                    "record": i,
+                    "dtype": dtype,
+                    "shape": list(out.shape),
+                    "bytes_hex": hexify(out.tolist()),
+                }
+            )
+        else:
+            expected[key] = out.view(np.uint16) if dtype == "bfloat16" else out
+            tensor_cases.append({"name": key, "record": i, "dtype": dtype})
+        tensor_cases[-1]["serialized_hex"] = data.hex()
+    t_bad = tf.io.serialize_tensor(tf.constant([1.0, 2.0])).numpy()
+    tensor_recs.append(example({"t": byt(t_bad)}))
+    manifest["tensors"] = tensor_cases
+    manifest["tensor_error"] = {
+        "record": len(tensor_recs) - 1,
+        "dtype": "float64",
+        **_tf_error(lambda: tf.io.parse_tensor(t_bad, tf.float64).numpy()),
+    }
+    write_tfrecord(IMG_OUT / "tensors.tfrecord", tensor_recs)
+    files_doc["tensors.tfrecord"] = (
+        "Examples {t: tf.io.serialize_tensor(x)} for float32, int64 scalar, string, empty uint8, "
+        "bool, float16, bfloat16, int8, uint16, float64; the last is float32 read as float64"
+    )
+
+    write_npz(IMG_OUT / "expected.npz", expected)
+    files_doc["expected.npz"] = "TF's outputs for every case (bfloat16 as uint16 bit patterns)"
+    with open(IMG_OUT / "manifest.json", "w", encoding="utf-8") as f:
+        json.dump(manifest, f, indent=1)
+        f.write("\n")
+    files_doc["manifest.json"] = "the cases, TF's errors, the JPEG tolerance and its yardstick"
+    total = sum(p.stat().st_size for p in IMG_OUT.iterdir())
+    if total > IMG_SIZE_LIMIT:
+        sys.exit(f"golden image files are {total} bytes, over {IMG_SIZE_LIMIT}")
+    _write_images_readme(files_doc)
+    print(f"wrote {len(list(IMG_OUT.iterdir()))} files, {total} bytes, {len(cases)} image cases")
+
+
+def _write_images_readme(files_doc: dict):
+    lines = [
+        IMG_BEGIN,
+        "## golden_images/",
+        "",
+        f"Written by `scripts/make_golden.py --only images` with tensorflow-cpu {tf.__version__} "
+        "(`tf.io.encode_png/encode_jpeg/decode_image/decode_raw/serialize_tensor/parse_tensor`, "
+        "`tf.image.resize_with_crop_or_pad`, `tf.image.resize`); checked by "
+        "`tests/golden/test_golden_images.py`. Do not edit by hand: rerun the script.",
+        "",
+    ]
+    lines += [f"- `golden_images/{f}`: {files_doc[f]}" for f in sorted(files_doc)]
+    lines.append(IMG_END)
+    block = "\n".join(lines)
+    text = README.read_text(encoding="utf-8") if README.exists() else "# Test data\n"
+    if IMG_BEGIN in text and IMG_END in text:
+        head, rest = text.split(IMG_BEGIN, 1)
+        text = head + block + rest.split(IMG_END, 1)[1]
+    else:
+        text = text.rstrip("\n") + "\n\n" + block + "\n"
+    README.write_text(text, encoding="utf-8")
+
+
 if __name__ == "__main__":
-    main()
+    import argparse
+
+    ap = argparse.ArgumentParser(description="Rewrite the golden files with real TensorFlow.")
+    ap.add_argument("--only", choices=("records", "images"), help="one of the two sets")
+    only = ap.parse_args().only
+    if only in (None, "records"):
+        main()
+    if only in (None, "images"):
+        main_images()

@@ -74,6 +74,14 @@ pub struct Column<'a> {
     pub steps: Option<Vec<i64>>,
     /// Rows cut to `max_len` (only with `truncate`).
     pub truncated: u64,
+    /// Decoded features with `skip_errors`: whether each row decoded (a skipped row is zeros).
+    pub valid: Option<Vec<bool>>,
+    /// Decoded tensors whose shape varies: each row's own shape, `[batch, ndim]` row-major.
+    pub shapes: Option<Vec<i32>>,
+    /// Rows skipped by `skip_errors`, and the first few reasons (`"record R: ..."`).
+    pub skipped: u64,
+    /// The first reasons rows were skipped, each naming its batch row.
+    pub errors: Vec<String>,
 }
 
 /// A parsed batch: one column per feature of the spec(s), in spec order.
@@ -217,9 +225,27 @@ impl<'a, T: IntOut> Decode<'a, T> for Int64Decoder {
                         DecodeError::Malformed("packed int64 block overruns the list"),
                     )?;
                     let mut p = 0;
-                    while p < block.len() {
-                        let v = read_varint(block, &mut p)
-                            .ok_or(DecodeError::Malformed("bad varint in packed int64 list"))?;
+                    let len = block.len();
+                    while p < len {
+                        // Varints of one to three bytes (values below 2^21: token ids,
+                        // labels, categorical ids) dominate real data; decode them without
+                        // the general loop.
+                        let b0 = block[p];
+                        let v = if b0 < 0x80 {
+                            p += 1;
+                            u64::from(b0)
+                        } else if p + 1 < len && block[p + 1] < 0x80 {
+                            p += 2;
+                            u64::from(b0 & 0x7f) | (u64::from(block[p - 1]) << 7)
+                        } else if p + 2 < len && block[p + 1] >= 0x80 && block[p + 2] < 0x80 {
+                            p += 3;
+                            u64::from(b0 & 0x7f)
+                                | (u64::from(block[p - 2] & 0x7f) << 7)
+                                | (u64::from(block[p - 1]) << 14)
+                        } else {
+                            read_varint(block, &mut p)
+                                .ok_or(DecodeError::Malformed("bad varint in packed int64 list"))?
+                        };
                         put(v, &mut n)?;
                     }
                 }
@@ -359,7 +385,9 @@ impl<'a> Decode<'a, &'a [u8]> for BytesDecoder {
 
 /// Splits a `Feature` message into its list type and the list's bytes. An empty message (no
 /// kind set) has no type. Like TensorFlow's fast parser, the first field decides.
-fn split_feature(feature: &[u8]) -> std::result::Result<Option<(Wire, &[u8])>, &'static str> {
+pub(crate) fn split_feature(
+    feature: &[u8],
+) -> std::result::Result<Option<(Wire, &[u8])>, &'static str> {
     if feature.is_empty() {
         return Ok(None);
     }
@@ -417,7 +445,7 @@ fn scan_map<'a>(
             let keep_earlier = example_features
                 && value.is_empty()
                 && slots[slot].is_some()
-                && spec.features[slot].kind != Kind::Var;
+                && spec.features.get(slot).is_none_or(|f| f.kind != Kind::Var);
             if !keep_earlier {
                 slots[slot] = Some(value);
             }
@@ -460,7 +488,7 @@ fn scan_record<'a>(
 // Pass 2: decode one feature for the whole batch.
 
 /// What pass 1 found for one feature in one record.
-type Found<'a> = Option<&'a [u8]>;
+pub(crate) type Found<'a> = Option<&'a [u8]>;
 
 struct Ctx<'s> {
     cfg: &'s FeatureConfig,
@@ -559,6 +587,10 @@ fn fill_var<'a, T: Zero, D: Decode<'a, T>>(
         })
         .collect::<Result<_>>()?;
     let mut steps = vec![0usize; found.len()];
+    if let Some(width) = cfg.max_len {
+        // The width is known: decode straight into the padded rows, one pass.
+        return fill_var_known_width::<T, D>(ctx, &lists, pad, type_name, n, width);
+    }
     for (row, list) in lists.iter().enumerate() {
         if let Some(list) = list {
             let count = D::count(list).map_err(|e| ctx.decode_err(row, e, type_name))?;
@@ -596,6 +628,49 @@ fn fill_var<'a, T: Zero, D: Decode<'a, T>>(
     Ok((out, width, lengths, truncated))
 }
 
+/// [`fill_var`] with `max_len` given: rows are decoded in place and checked afterwards.
+fn fill_var_known_width<'a, T: Zero, D: Decode<'a, T>>(
+    ctx: &Ctx,
+    lists: &[Option<&'a [u8]>],
+    pad: T,
+    type_name: &str,
+    n: usize,
+    width: usize,
+) -> Result<(Vec<T>, usize, Vec<i32>, u64)> {
+    let cfg = ctx.cfg;
+    let row_len = width * n;
+    let mut out: Vec<T> = vec![pad; lists.len() * row_len];
+    let mut lengths = Vec::with_capacity(lists.len());
+    let mut truncated = 0u64;
+    for (row, list) in lists.iter().enumerate() {
+        let count = match list {
+            Some(list) => {
+                let dst = &mut out[row * row_len..(row + 1) * row_len];
+                D::decode(list, dst).map_err(|e| ctx.decode_err(row, e, type_name))?
+            }
+            None => 0,
+        };
+        if count % n != 0 {
+            return Err(ctx.err(row, format!("{count} values are not a whole number of steps of {n} (the FixedLenSequenceFeature's shape)")));
+        }
+        let mut kept = count / n;
+        if kept > width {
+            if !cfg.truncate {
+                let what = if cfg.kind == Kind::Var {
+                    "values"
+                } else {
+                    "steps"
+                };
+                return Err(ctx.err(row, format!("{kept} {what} but max_len is {width}; pass truncate=True to keep the first {width}")));
+            }
+            truncated += 1;
+            kept = width;
+        }
+        lengths.push(kept as i32);
+    }
+    Ok((out, width, lengths, truncated))
+}
+
 /// Iterates the `Feature`s of a `FeatureList` message.
 fn feature_list_steps(
     list: &[u8],
@@ -626,6 +701,10 @@ fn feature_list_steps(
     })
 }
 
+/// What [`fill_feature_list`] builds: values, shape, per-step lengths (Var), steps per row,
+/// truncated rows.
+type FeatureListColumn<T> = (Vec<T>, Vec<usize>, Option<Vec<i32>>, Vec<i64>, u64);
+
 /// Sequence features of a SequenceExample: one `Feature` per step. Fixed steps hold exactly
 /// `n` values (`[B, T, n]`); Var steps any number (`[B, T, L]` plus per-step lengths).
 fn fill_feature_list<'a, T: Zero, D: Decode<'a, T>>(
@@ -633,7 +712,7 @@ fn fill_feature_list<'a, T: Zero, D: Decode<'a, T>>(
     found: &[Found<'a>],
     pad: T,
     type_name: &str,
-) -> Result<(Vec<T>, Vec<usize>, Option<Vec<i32>>, Vec<i64>, u64)> {
+) -> Result<FeatureListColumn<T>> {
     let cfg = ctx.cfg;
     let b = found.len();
     // Split every row into its steps' lists first: sizes must be known before allocating.
@@ -755,6 +834,10 @@ fn column_of<'a, T: Zero, D: Decode<'a, T>>(
             lengths,
             steps: Some(steps),
             truncated,
+            valid: None,
+            shapes: None,
+            skipped: 0,
+            errors: Vec::new(),
         });
     }
     match cfg.kind {
@@ -772,6 +855,10 @@ fn column_of<'a, T: Zero, D: Decode<'a, T>>(
                 lengths: None,
                 steps: None,
                 truncated: 0,
+                valid: None,
+                shapes: None,
+                skipped: 0,
+                errors: Vec::new(),
             })
         }
         Kind::Var | Kind::Sequence => {
@@ -788,6 +875,10 @@ fn column_of<'a, T: Zero, D: Decode<'a, T>>(
                 lengths: Some(lengths),
                 steps: None,
                 truncated,
+                valid: None,
+                shapes: None,
+                skipped: 0,
+                errors: Vec::new(),
             })
         }
     }
@@ -815,6 +906,22 @@ fn float_defaults<T: FloatOut>(cfg: &FeatureConfig) -> Vec<T> {
     match &cfg.defaults {
         Defaults::Float(v) => v.iter().map(|&x| T::from_f64(x)).collect(),
         _ => Vec::new(),
+    }
+}
+
+/// Decodes feature `f` of every row: through its decoder if it has one (which may also read
+/// other slots of `found`, laid out `found[slot * b + row]`), else as its values.
+fn feature_column<'a>(
+    spec: &'a CompiledSpec,
+    f: usize,
+    found: &[Found<'a>],
+    b: usize,
+    kind_rules: Rules,
+) -> Result<Column<'a>> {
+    let cfg = &spec.features[f];
+    match &spec.decoders[f] {
+        Some(dec) => crate::decode::decoded_column(cfg, dec, found, b, f),
+        None => decode_column(cfg, &found[f * b..(f + 1) * b], kind_rules),
     }
 }
 
@@ -897,7 +1004,7 @@ fn decode_column<'a>(
 
 /// Parses serialized `tf.train.Example`s against `spec`. Errors name the batch row.
 pub fn parse_examples<'a>(records: &[&'a [u8]], spec: &'a CompiledSpec) -> Result<ParsedBatch<'a>> {
-    let s = spec.len();
+    let s = spec.slot_count();
     let b = records.len();
     // found[f * b + row]: column-major so pass 2 reads each feature's rows contiguously.
     let mut found: Vec<Found<'a>> = vec![None; s * b];
@@ -913,11 +1020,8 @@ pub fn parse_examples<'a>(records: &[&'a [u8]], spec: &'a CompiledSpec) -> Resul
             found[f * b + row] = *slot;
         }
     }
-    let context = spec
-        .features
-        .iter()
-        .enumerate()
-        .map(|(f, cfg)| decode_column(cfg, &found[f * b..(f + 1) * b], Rules::Example))
+    let context = (0..spec.len())
+        .map(|f| feature_column(spec, f, &found, b, Rules::Example))
         .collect::<Result<Vec<_>>>()?;
     Ok(ParsedBatch {
         context,
@@ -932,7 +1036,7 @@ pub fn parse_sequence_examples<'a>(
     context: &'a CompiledSpec,
     sequence: &'a CompiledSpec,
 ) -> Result<ParsedBatch<'a>> {
-    let (sc, ss, b) = (context.len(), sequence.len(), records.len());
+    let (sc, ss, b) = (context.slot_count(), sequence.slot_count(), records.len());
     let mut found_c: Vec<Found<'a>> = vec![None; sc * b];
     let mut found_s: Vec<Found<'a>> = vec![None; ss * b];
     let mut slots_c: Vec<Found<'a>> = vec![None; sc];
@@ -954,11 +1058,8 @@ pub fn parse_sequence_examples<'a>(
             found_s[f * b + row] = *slot;
         }
     }
-    let ctx_cols = context
-        .features
-        .iter()
-        .enumerate()
-        .map(|(f, cfg)| decode_column(cfg, &found_c[f * b..(f + 1) * b], Rules::Context))
+    let ctx_cols = (0..context.len())
+        .map(|f| feature_column(context, f, &found_c, b, Rules::Context))
         .collect::<Result<Vec<_>>>()?;
     let seq_cols = sequence
         .features

@@ -12,10 +12,15 @@ use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 
 use crate::compress::Compression;
 use crate::crc;
+use crate::decode;
 use crate::error::{Error, Location};
 use crate::example::{self, Column, ColumnData, ParsedBatch};
 use crate::framing::{self, ReaderOptions};
-use crate::spec::{CompiledSpec, Defaults, FeatureConfig, Kind, OutDType};
+use crate::image::{self, Format as ImageFormat, ImageSpec, PixelType, Resize};
+use crate::spec::{
+    CompiledSpec, DecoderConfig, Defaults, Dim, FeatureConfig, Kind, OutDType, RawSpec, ShapeFrom,
+    TensorSpec, Transform,
+};
 
 /// Raises `jaxrec.errors.<class>(detail, **location)`.
 fn located(
@@ -435,6 +440,16 @@ fn column_to_py<'py>(py: Python<'py>, col: Column<'_>) -> PyResult<Bound<'py, Py
     };
     let lengths = col.lengths.map(|l| PyArray1::from_vec(py, l));
     let steps = col.steps.map(|s| PyArray1::from_vec(py, s));
+    // Decoded features: per-row valid flags (skip_errors) and per-row shapes [B, ndim].
+    let valid = col.valid.map(|v| PyArray1::from_vec(py, v));
+    let rows = col.shape.first().copied().unwrap_or(0);
+    let shapes = match col.shapes {
+        Some(s) => {
+            let ndim = s.len().checked_div(rows).unwrap_or(0);
+            Some(PyArray1::from_vec(py, s).reshape([rows, ndim])?)
+        }
+        None => None,
+    };
     PyTuple::new(
         py,
         [
@@ -443,6 +458,10 @@ fn column_to_py<'py>(py: Python<'py>, col: Column<'_>) -> PyResult<Bound<'py, Py
             lengths.into_pyobject(py)?.into_any(),
             steps.into_pyobject(py)?.into_any(),
             col.truncated.into_pyobject(py)?.into_any(),
+            valid.into_pyobject(py)?.into_any(),
+            shapes.into_pyobject(py)?.into_any(),
+            col.skipped.into_pyobject(py)?.into_any(),
+            PyList::new(py, col.errors)?.into_any(),
         ],
     )
 }
@@ -477,13 +496,21 @@ impl ExampleParser {
 #[pymethods]
 impl ExampleParser {
     #[new]
-    #[pyo3(signature = (features, sequence_features=None))]
+    #[pyo3(signature = (features, sequence_features=None, decoders=None))]
     fn new(
         py: Python<'_>,
         features: Vec<FeatureTuple>,
         sequence_features: Option<Vec<FeatureTuple>>,
+        decoders: Option<Vec<(usize, String, Bound<'_, PyDict>)>>,
     ) -> PyResult<Self> {
-        let context = compile(features).map_err(|e| to_pyerr(py, e))?;
+        let decoders = decoders
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(i, kind, params)| Ok((i, decoder_config(&kind, &params)?)))
+            .collect::<PyResult<Vec<_>>>()?;
+        let context = compile(features)
+            .and_then(|spec| spec.with_decoders(decoders))
+            .map_err(|e| to_pyerr(py, e))?;
         let sequence = sequence_features
             .map(compile)
             .transpose()
@@ -579,8 +606,199 @@ fn relocate_row(py: Python<'_>, err: PyErr, chunk: &Chunk, row: usize) -> PyErr 
     fill().unwrap_or(err)
 }
 
+/// Reads `params[key]`, failing with a spec error when it is absent.
+fn param<'py, T: FromPyObjectOwned<'py>>(params: &Bound<'py, PyDict>, key: &str) -> PyResult<T> {
+    match params.get_item(key)? {
+        Some(v) => v.extract().map_err(Into::into),
+        None => Err(PyValueError::new_err(format!(
+            "decoder parameter {key:?} is missing"
+        ))),
+    }
+}
+
+fn dims(items: Vec<Bound<'_, PyAny>>) -> PyResult<Vec<Dim>> {
+    items
+        .into_iter()
+        .map(|d| {
+            if d.is_none() {
+                return Ok(Dim::Any);
+            }
+            if let Ok(name) = d.extract::<String>() {
+                return Ok(Dim::Feature { name, slot: 0 });
+            }
+            match d.extract::<i64>()? {
+                -1 => Ok(Dim::Infer),
+                n => usize::try_from(n)
+                    .map(Dim::Fixed)
+                    .map_err(|_| PyValueError::new_err(format!("bad dimension {n}"))),
+            }
+        })
+        .collect()
+}
+
+/// Builds a decoder from `jaxrec/_spec.py`'s `(kind, params)` (see `CompiledFeature.decoder`).
+fn decoder_config(kind: &str, p: &Bound<'_, PyDict>) -> PyResult<DecoderConfig> {
+    let code: String = param(p, "dtype")?;
+    let dtype = OutDType::from_code(&code).map_err(|e| PyValueError::new_err(e.to_string()))?;
+    let transform = match kind {
+        "image" => Transform::Image(ImageSpec {
+            height: param(p, "height")?,
+            width: param(p, "width")?,
+            channels: param(p, "channels")?,
+            format: match param::<String>(p, "format")?.as_str() {
+                "jpeg" => ImageFormat::Jpeg,
+                "png" => ImageFormat::Png,
+                _ => ImageFormat::Auto,
+            },
+            resize: match param::<Option<String>>(p, "resize")?.as_deref() {
+                None => Resize::None,
+                Some("crop_or_pad") => Resize::CropOrPad,
+                Some("bilinear") => Resize::Bilinear {
+                    antialias: param(p, "antialias")?,
+                },
+                Some(other) => {
+                    return Err(PyValueError::new_err(format!("unknown resize {other:?}")))
+                }
+            },
+            pixel: if dtype == OutDType::F32 {
+                PixelType::F32
+            } else {
+                PixelType::U8
+            },
+            max_pixels: param(p, "max_pixels")?,
+        }),
+        "raw" => Transform::Raw(RawSpec {
+            dtype,
+            shape: match param::<Option<String>>(p, "shape_feature")? {
+                Some(name) => ShapeFrom::Feature {
+                    name,
+                    slot: 0,
+                    ndim: param(p, "ndim")?,
+                },
+                None => ShapeFrom::Dims(dims(param(p, "dims")?)?),
+            },
+            max_shape: param(p, "max_shape")?,
+            little_endian: param(p, "little_endian")?,
+        }),
+        "tensor" => Transform::Tensor(TensorSpec {
+            dtype,
+            shape: dims(param(p, "dims")?)?,
+            max_shape: param(p, "max_shape")?,
+        }),
+        other => {
+            return Err(PyValueError::new_err(format!(
+                "unknown decoder kind {other:?}"
+            )))
+        }
+    };
+    Ok(DecoderConfig {
+        transform,
+        skip_errors: param::<String>(p, "on_error")? == "skip",
+    })
+}
+
+/// Raises `jaxrec.errors.<class>(detail)` with no location.
+fn plain_error(py: Python<'_>, class: &str, detail: String) -> PyErr {
+    let build = || -> PyResult<PyErr> {
+        let cls = py.import("jaxrec.errors")?.getattr(class)?;
+        Ok(PyErr::from_value(cls.call1((detail,))?))
+    };
+    build().unwrap_or_else(|e| e)
+}
+
+/// Decodes JPEG or PNG bytes to a `(height, width, channels)` uint8 array, GIL released.
+#[pyfunction]
+#[pyo3(signature = (data, channels=3, format="auto", max_pixels=1 << 26))]
+fn decode_image<'py>(
+    py: Python<'py>,
+    data: PyBackedBytes,
+    channels: usize,
+    format: &str,
+    max_pixels: u64,
+) -> PyResult<Bound<'py, PyAny>> {
+    let format = match format {
+        "jpeg" => ImageFormat::Jpeg,
+        "png" => ImageFormat::Png,
+        "auto" => ImageFormat::Auto,
+        other => {
+            return Err(PyValueError::new_err(format!(
+                "unknown image format {other:?}"
+            )))
+        }
+    };
+    let img = py
+        .detach(|| image::decode(&data, format, channels, max_pixels))
+        .map_err(|e| plain_error(py, "ExampleParseError", e))?;
+    Ok(PyArray1::from_vec(py, img.pixels)
+        .reshape([img.height, img.width, img.channels])?
+        .into_any())
+}
+
+/// Encodes `height x width x channels` uint8 pixels as PNG (zlib `level` 0-9), GIL released.
+#[pyfunction]
+#[pyo3(signature = (pixels, height, width, channels, level=None))]
+fn encode_png<'py>(
+    py: Python<'py>,
+    pixels: PyBackedBytes,
+    height: usize,
+    width: usize,
+    channels: usize,
+    level: Option<u8>,
+) -> PyResult<Bound<'py, PyBytes>> {
+    let out = py
+        .detach(|| image::encode_png(&pixels, height, width, channels, level))
+        .map_err(|e| plain_error(py, "EncodeError", e))?;
+    Ok(PyBytes::new(py, &out))
+}
+
+/// Encodes `height x width x channels` uint8 pixels as baseline JPEG, GIL released.
+#[pyfunction]
+#[pyo3(signature = (pixels, height, width, channels, quality=95, chroma_downsampling=true))]
+fn encode_jpeg<'py>(
+    py: Python<'py>,
+    pixels: PyBackedBytes,
+    height: usize,
+    width: usize,
+    channels: usize,
+    quality: u8,
+    chroma_downsampling: bool,
+) -> PyResult<Bound<'py, PyBytes>> {
+    let out = py
+        .detach(|| {
+            image::encode_jpeg(
+                &pixels,
+                height,
+                width,
+                channels,
+                quality,
+                chroma_downsampling,
+            )
+        })
+        .map_err(|e| plain_error(py, "EncodeError", e))?;
+    Ok(PyBytes::new(py, &out))
+}
+
+/// Decodes a serialized TensorProto holding `dtype` (a spec dtype code). Returns
+/// `(values [1, *shape], view_dtype)` like a parsed column.
+#[pyfunction]
+fn parse_tensor<'py>(
+    py: Python<'py>,
+    data: PyBackedBytes,
+    dtype: &str,
+) -> PyResult<Bound<'py, PyTuple>> {
+    let dtype = OutDType::from_code(dtype).map_err(|e| to_pyerr(py, e))?;
+    let col = py
+        .detach(|| decode::parse_tensor(&data, dtype))
+        .map_err(|e| plain_error(py, "ExampleParseError", e))?;
+    column_to_py(py, col)
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(decode_image, m)?)?;
+    m.add_function(wrap_pyfunction!(encode_png, m)?)?;
+    m.add_function(wrap_pyfunction!(encode_jpeg, m)?)?;
+    m.add_function(wrap_pyfunction!(parse_tensor, m)?)?;
     m.add_function(wrap_pyfunction!(masked_crc32c, m)?)?;
     m.add_class::<Chunk>()?;
     m.add_class::<RecordReader>()?;

@@ -191,6 +191,8 @@ def test_needs_static_shapes(tmp_path):
     paths = write_files(tmp_path, [3])
     with pytest.raises(jr.FeatureSpecError, match="needs max_len"):
         jr.Loader(paths, {"tok": jr.VarLenFeature(np.int32)}, batch_size=2)
+    with pytest.raises(jr.FeatureSpecError, match="needs max_shape"):
+        jr.Loader(paths, {"t": jr.SerializedTensor(np.float32, [None, 4])}, batch_size=2)
     with pytest.raises(jr.FeatureSpecError, match="mask key"):
         jr.Loader(paths, {"mask": jr.FixedLenFeature([], np.int64, default_value=0)}, batch_size=2)
 

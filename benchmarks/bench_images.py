@@ -1,0 +1,212 @@
+"""Images end to end: JPEG TFRecords -> [B, 224, 224, 3] uint8 batches, jaxrec vs tf.data.
+
+DESIGN.md's images workload: ~30 KB JPEGs of 200-300 px per side in tf.train.Examples
+(``image`` bytes + ``label``), decoded and brought to 224x224x3 with resize_with_crop_or_pad,
+batches of 256, the same files and thread count on both sides. tf.data runs its usual recipe
+(``map(parse_single_example + decode_jpeg + resize_with_crop_or_pad)``) with both read settings,
+and a faster variant that decodes only the crop window (``decode_and_crop_jpeg``); the best is
+the baseline. Runs alternate so drift on a shared machine hits every configuration alike.
+
+    python benchmarks/bench_images.py --images 4096 --threads 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shlex
+import statistics
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import numpy as np
+from bench_parse import count_records, jaxrec_batches
+
+import jaxrec as jr
+
+VERSION = 1
+SIZE = 224
+DEFAULT_CACHE = Path(__file__).resolve().parent / "_data"
+
+
+def _photo(rng: np.random.Generator, h: int, w: int) -> np.ndarray:
+    """Photo-like pixels: smooth shapes plus sensor-like noise (~30 KB as a q90 JPEG)."""
+    y, x = np.mgrid[0:h, 0:w].astype(np.float32)
+    f = rng.uniform(8, 40, 6).astype(np.float32)
+    img = np.stack(
+        [128 + 80 * np.sin(x / f[k] + y / f[k + 3] + k) for k in range(3)], axis=-1
+    ) + rng.normal(0, 12, (h, w, 3)).astype(np.float32)
+    return np.clip(img, 0, 255).astype(np.uint8)
+
+
+def dataset(images: int, files: int, cache: Path | None) -> list[str]:
+    """Writes (once) ``files`` TFRecord files of JPEG Examples and returns their paths."""
+    root = (cache or DEFAULT_CACHE) / f"images-r{images}-f{files}-v{VERSION}"
+    paths = [str(root / f"part-{i:05d}-of-{files:05d}.tfrecord") for i in range(files)]
+    if (root / "manifest.json").exists():
+        return paths
+    root.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(0)
+    per = -(-images // files)
+    sizes = []
+    for i, path in enumerate(paths):
+        with jr.TFRecordWriter(path) as w:
+            for j in range(min(per, images - i * per)):
+                h, w_ = (int(v) for v in rng.integers(200, 301, 2))
+                data = jr.encode_jpeg(_photo(rng, h, w_), quality=90)
+                sizes.append(len(data))
+                w.write(jr.encode_example({"image": data, "label": (i * per + j) % 1000}))
+    meta = {"images": images, "files": files, "mean_jpeg_bytes": float(np.mean(sizes))}
+    (root / "manifest.json").write_text(json.dumps(meta))
+    return paths
+
+
+SPEC = {
+    "image": jr.Image((SIZE, SIZE, 3), resize="crop_or_pad"),
+    "label": jr.FixedLenFeature([], np.int32),
+}
+
+
+def tf_datasets(tf, files: list[str], threads: int, batch: int) -> dict[str, object]:
+    feats = {
+        "image": tf.io.FixedLenFeature([], tf.string),
+        "label": tf.io.FixedLenFeature([], tf.int64),
+    }
+
+    def decode(rec):
+        ex = tf.io.parse_single_example(rec, feats)
+        img = tf.io.decode_jpeg(ex["image"], channels=3)
+        img = tf.image.resize_with_crop_or_pad(img, SIZE, SIZE)
+        return {"image": img, "label": tf.cast(ex["label"], tf.int32)}
+
+    def decode_crop(rec):
+        # Decode only the centre window that resize_with_crop_or_pad keeps, then pad.
+        ex = tf.io.parse_single_example(rec, feats)
+        shape = tf.io.extract_jpeg_shape(ex["image"])
+        h, w = shape[0], shape[1]
+        ch, cw = tf.minimum(h, SIZE), tf.minimum(w, SIZE)
+        window = tf.stack([(h - ch) // 2, (w - cw) // 2, ch, cw])
+        img = tf.io.decode_and_crop_jpeg(ex["image"], window, channels=3)
+        img = tf.image.resize_with_crop_or_pad(img, SIZE, SIZE)
+        return {"image": img, "label": tf.cast(ex["label"], tf.int32)}
+
+    out = {}
+    for name, fn in (("decode_jpeg", decode), ("decode_and_crop", decode_crop)):
+        for reads in (None, threads):
+            ds = tf.data.TFRecordDataset(files, num_parallel_reads=reads)
+            ds = ds.map(fn, num_parallel_calls=threads).batch(batch).prefetch(tf.data.AUTOTUNE)
+            opts = tf.data.Options()
+            opts.threading.private_threadpool_size = threads
+            opts.deterministic = False
+            out[f"tf.data {name} reads={reads}"] = ds.with_options(opts)
+    return out
+
+
+def check_first_batch(tf, files: list[str], batch: int) -> dict:
+    """jaxrec's first batch of the first file vs tf.data's: labels equal, pixels within JPEG
+    decoder differences (the golden tests pin the tolerance)."""
+    ours = jr.parse_example(next(jr.read_chunks(files[0], max_records=batch)), SPEC)
+    ds = tf_datasets(tf, files[:1], 1, batch)["tf.data decode_jpeg reads=None"]
+    theirs = next(iter(ds))
+    n = min(len(ours["label"]), len(theirs["label"]))
+    diff = np.abs(ours["image"][:n].astype(int) - theirs["image"].numpy()[:n].astype(int))
+    return {
+        "labels_equal": bool(np.array_equal(ours["label"][:n], theirs["label"].numpy()[:n])),
+        "pixel_max_abs_diff": int(diff.max()),
+        "pixel_mean_abs_diff": float(diff.mean()),
+    }
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("--images", type=int, default=4096)
+    p.add_argument("--files", type=int, default=8)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--batch-size", type=int, default=256)
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--data-dir", type=Path, default=None)
+    p.add_argument("--no-tf", action="store_true", help="jaxrec only (tensorflow not needed)")
+    p.add_argument("--json", action="store_true")
+    args = p.parse_args()
+
+    command = shlex.join([os.path.basename(sys.executable), *sys.argv])
+    files = dataset(args.images, args.files, args.data_dir)
+    size = sum(os.path.getsize(f) for f in files)
+    chunk_bytes = int(1.25 * args.batch_size * size / args.images)
+    runners: dict[str, Callable[[], Iterator[dict]]] = {
+        "jaxrec": lambda: jaxrec_batches(files, SPEC, args.threads, args.batch_size, chunk_bytes)
+    }
+    tf = None
+    check = None
+    if not args.no_tf:
+        import tensorflow as tf
+
+        tf.config.threading.set_inter_op_parallelism_threads(args.threads)
+        tf.config.threading.set_intra_op_parallelism_threads(args.threads)
+        check = check_first_batch(tf, files, args.batch_size)
+        for name, ds in tf_datasets(tf, files, args.threads, args.batch_size).items():
+            runners[name] = lambda ds=ds: ds.as_numpy_iterator()
+
+    for run in runners.values():  # warm up: page cache, tf tracing and pools
+        for _ in zip(range(2), run(), strict=False):
+            pass
+    times: dict[str, list[float]] = {name: [] for name in runners}
+    for _ in range(args.repeats):
+        for name, run in runners.items():
+            t0 = time.perf_counter()
+            n = count_records(run())
+            times[name].append(time.perf_counter() - t0)
+            if n != args.images:
+                raise SystemExit(f"{name} produced {n} images, expected {args.images}")
+    ips = {name: [args.images / t for t in ts] for name, ts in times.items()}
+    median = {name: statistics.median(v) for name, v in ips.items()}
+    tf_names = [n for n in runners if n != "jaxrec"]
+    best = max(tf_names, key=median.get) if tf_names else None
+    ratio = median["jaxrec"] / median[best] if best else None
+    result = {
+        "command": command,
+        "images": args.images,
+        "files": len(files),
+        "mean_jpeg_kib": size / args.images / 1024,
+        "batch_size": args.batch_size,
+        "threads": args.threads,
+        "repeats": args.repeats,
+        "cpus": len(os.sched_getaffinity(0)),
+        "python": platform.python_version(),
+        "tensorflow": tf.__version__ if tf else None,
+        "first_batch_check": check,
+        "median_images_per_s": median,
+        "images_per_s": ips,
+        "tf_best": best,
+        "ratio_vs_tf_best": ratio,
+    }
+    if args.json:
+        print(json.dumps(result, indent=1))
+        return 0
+    print(f"$ {command}")
+    print(
+        f"images: {args.images} JPEGs (~{result['mean_jpeg_kib']:.0f} KiB, 200-300 px) in "
+        f"{len(files)} files -> [{args.batch_size}, {SIZE}, {SIZE}, 3] uint8 crop_or_pad, "
+        f"{args.threads} threads, {args.repeats} repeats, {result['cpus']} cpus, "
+        f"tf {result['tensorflow']}"
+    )
+    if check:
+        print(f"first batch vs tf.data: {check}")
+    print(f"{'config':<36} {'median img/s':>13}   runs (img/s)")
+    for name in runners:
+        mark = "  <- tf.data best" if name == best else ""
+        runs = " ".join(f"{r:,.0f}" for r in ips[name])
+        print(f"{name:<36} {median[name]:>13,.0f}   {runs}{mark}")
+    if best:
+        print(f"jaxrec / tf.data best: {ratio:.2f}x")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,215 @@
+"""Images and tensors to and from bytes, one value at a time, with tf.io's names.
+
+``encode_jpeg`` / ``encode_png`` / ``decode_image`` run in native code (``src/image.rs``) with
+the GIL released; ``serialize_tensor`` writes the same bytes as ``tf.io.serialize_tensor`` and
+``parse_tensor`` reads them back (``src/decode.rs``). For whole batches inside a parse, use the
+spec entries :class:`~jaxrec.Image`, :class:`~jaxrec.SerializedTensor` and
+:class:`~jaxrec.RawTensor` instead: they decode every record of a batch in one native call.
+
+Example:
+    >>> img = np.zeros((32, 48, 3), np.uint8)
+    >>> decode_image(encode_png(img)).shape
+    (32, 48, 3)
+    >>> parse_tensor(serialize_tensor(np.arange(6.0).reshape(2, 3)), np.float64)[1, 2]
+    5.0
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+
+from jaxrec import _native
+from jaxrec._spec import _dtype_code, _resolve_dtype
+from jaxrec.errors import EncodeError, FeatureSpecError
+
+__all__ = ["decode_image", "encode_jpeg", "encode_png", "parse_tensor", "serialize_tensor"]
+
+_VIEWS = {"float16": np.dtype(np.float16), "bfloat16": np.dtype(ml_dtypes.bfloat16)}
+
+# TensorFlow's DataType numbers (tensorflow/core/framework/types.proto).
+_TF_DTYPES = {
+    np.dtype(np.float32): 1,
+    np.dtype(np.float64): 2,
+    np.dtype(np.int32): 3,
+    np.dtype(np.uint8): 4,
+    np.dtype(np.int16): 5,
+    np.dtype(np.int8): 6,
+    np.dtype(np.int64): 9,
+    np.dtype(np.bool_): 10,
+    np.dtype(ml_dtypes.bfloat16): 14,
+    np.dtype(np.uint16): 17,
+    np.dtype(np.float16): 19,
+    np.dtype(np.uint32): 22,
+    np.dtype(np.uint64): 23,
+}
+_DT_STRING = 7
+
+
+def _image_array(image: Any, what: str) -> np.ndarray:
+    arr = np.asarray(image)
+    if arr.dtype != np.uint8:
+        raise EncodeError(
+            f"{what} takes a uint8 image, got {arr.dtype} (scale floats yourself, e.g. "
+            "(x * 255).round().astype(np.uint8))"
+        )
+    if arr.ndim == 2:
+        arr = arr[:, :, None]
+    if arr.ndim != 3:
+        raise EncodeError(
+            f"{what} takes an image of shape (height, width[, channels]), got {arr.shape}"
+        )
+    return np.ascontiguousarray(arr)
+
+
+def encode_jpeg(image: Any, quality: int = 95, chroma_downsampling: bool = True) -> bytes:
+    """Encodes a uint8 image as baseline JPEG, like ``tf.io.encode_jpeg``.
+
+    Args:
+        image: ``(height, width)`` or ``(height, width, 1 | 3)`` uint8 (numpy or anything
+            ``np.asarray`` takes).
+        quality: 1 (smallest) to 100 (best).
+        chroma_downsampling: store colour at half resolution (4:2:0), TensorFlow's default.
+
+    Returns:
+        The JPEG file's bytes.
+
+    Raises:
+        EncodeError: not uint8, wrong rank or channel count, or a side over 65535.
+    """
+    arr = _image_array(image, "encode_jpeg")
+    if not 1 <= int(quality) <= 100:
+        raise EncodeError(f"JPEG quality must be 1..100, got {quality}")
+    h, w, c = arr.shape
+    return _native.encode_jpeg(arr.tobytes(), h, w, c, int(quality), bool(chroma_downsampling))
+
+
+def encode_png(image: Any, compression: int = -1) -> bytes:
+    """Encodes a uint8 image as PNG, like ``tf.io.encode_png``.
+
+    Args:
+        image: ``(height, width)`` or ``(height, width, 1 | 2 | 3 | 4)`` uint8.
+        compression: zlib level 0-9, or -1 for the encoder's default.
+
+    Returns:
+        The PNG file's bytes (lossless: :func:`decode_image` gives the pixels back exactly).
+
+    Raises:
+        EncodeError: not uint8, wrong rank or channel count.
+    """
+    arr = _image_array(image, "encode_png")
+    if not -1 <= int(compression) <= 9:
+        raise EncodeError(f"PNG compression must be -1..9, got {compression}")
+    h, w, c = arr.shape
+    level = None if compression < 0 else int(compression)
+    return _native.encode_png(arr.tobytes(), h, w, c, level)
+
+
+def decode_image(
+    contents: bytes,
+    channels: int = 3,
+    dtype: Any = np.uint8,
+    format: str = "auto",
+    max_pixels: int = 1 << 26,
+) -> np.ndarray:
+    """Decodes one JPEG or PNG, like ``tf.io.decode_image(contents, channels)``.
+
+    Args:
+        contents: the encoded bytes.
+        channels: 1, 3 or 4 (see :class:`~jaxrec.Image` for the conversions).
+        dtype: ``np.uint8``, or ``np.float32`` scaled to [0, 1].
+        format: ``"auto"``, ``"jpeg"`` or ``"png"``.
+        max_pixels: reject larger headers before allocating.
+
+    Returns:
+        ``(height, width, channels)`` array.
+
+    Raises:
+        ExampleParseError: corrupt, truncated, unsupported or too large.
+    """
+    if channels not in (1, 3, 4):
+        raise ValueError(f"channels must be 1, 3 or 4, got {channels}")
+    out = _native.decode_image(bytes(contents), channels, format, int(max_pixels))
+    resolved = np.dtype(dtype)
+    if resolved == np.float32:
+        return out.astype(np.float32) * np.float32(1.0 / 255.0)
+    if resolved != np.uint8:
+        raise ValueError(f"dtype must be uint8 or float32, got {resolved}")
+    return out
+
+
+def serialize_tensor(array: Any) -> bytes:
+    """Serializes an array as a ``TensorProto``, byte for byte like ``tf.io.serialize_tensor``.
+
+    Args:
+        array: a numpy array (or scalar, or anything ``np.asarray`` takes) of a numeric, bool,
+            bfloat16 or string (``S``/``U``/object of str/bytes) dtype.
+
+    Returns:
+        The serialized proto; :func:`parse_tensor` or a :class:`~jaxrec.SerializedTensor`
+        spec entry (or TensorFlow's ``tf.io.parse_tensor``) reads it back.
+
+    Raises:
+        EncodeError: an unsupported dtype (complex, datetime, ...).
+    """
+    arr = np.asarray(array)
+    out = bytearray()
+    if arr.dtype.kind in "SUO":
+        code = _DT_STRING
+    else:
+        dt = arr.dtype.newbyteorder("<") if arr.dtype.byteorder == ">" else arr.dtype
+        code = _TF_DTYPES.get(dt)
+        if code is None:
+            raise EncodeError(f"serialize_tensor: unsupported dtype {arr.dtype}")
+    out += b"\x08" + _varint(code)
+    shape = bytearray()
+    for d in arr.shape:
+        dim = b"\x08" + _varint(d) if d else b""
+        shape += b"\x12" + _varint(len(dim)) + dim
+    out += b"\x12" + _varint(len(shape)) + shape
+    if code == _DT_STRING:
+        for v in arr.reshape(-1).tolist():
+            if isinstance(v, str):
+                v = v.encode("utf-8")
+            elif not isinstance(v, (bytes, bytearray)):
+                raise EncodeError(f"serialize_tensor: an object array holds a {type(v).__name__}")
+            out += b"\x42" + _varint(len(v)) + bytes(v)
+    else:
+        content = np.ascontiguousarray(arr, dtype=arr.dtype.newbyteorder("<")).tobytes()
+        if content:
+            out += b"\x22" + _varint(len(content)) + content
+    return bytes(out)
+
+
+def parse_tensor(serialized: bytes, dtype: Any) -> np.ndarray:
+    """Parses a serialized ``TensorProto``, like ``tf.io.parse_tensor(serialized, out_type)``.
+
+    Args:
+        serialized: bytes from :func:`serialize_tensor` or ``tf.io.serialize_tensor``.
+        dtype: the dtype the tensor must hold (``bytes`` or ``"string"`` for strings).
+
+    Returns:
+        The array, in its stored shape (strings as an object array of ``bytes``).
+
+    Raises:
+        ExampleParseError: malformed, or of another dtype.
+        FeatureSpecError: ``dtype`` is not supported.
+    """
+    resolved = _resolve_dtype(dtype)
+    if resolved is not bytes and resolved not in _TF_DTYPES:
+        raise FeatureSpecError(f"parse_tensor: unsupported dtype {resolved}")
+    values, view = _native.parse_tensor(bytes(serialized), _dtype_code(resolved))[:2]
+    if view is not None:
+        values = values.view(_VIEWS[view])
+    return values.reshape(values.shape[1:])
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while n > 0x7F:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)

@@ -1,0 +1,655 @@
+"""Record indexes: where each record of a TFRecord file starts, so record *i* reads in O(1).
+
+A TFRecord file has no table of contents: finding record *i* means framing every record before
+it. An index stores the offset of every record once, so that :class:`RandomAccessReader` (and
+``jaxrec.grain.TFRecordDataSource`` on top of it) can read any record with one positioned read.
+
+Index file format, version 1 (all integers little-endian), written beside the data file as
+``<file>.idx``, or as ``<dir>/<file name>.idx`` into a directory of indexes::
+
+    offset   size  field
+    0        8     magic b"JXRECIDX"
+    8        4     u32 version = 1
+    12       4     u32 compression of the data file: 0 none, 1 GZIP, 2 ZLIB
+    16       8     u64 file_size: size of the data file in bytes when it was indexed
+    24       8     i64 file_mtime_ns: its modification time then (informational only: copies
+                       change it, so it is not used to detect a stale index)
+    32       4     u32 head_crc: masked CRC32C of the file's first min(64 KiB, size) bytes
+    36       4     u32 tail_crc: masked CRC32C of its last min(64 KiB, size) bytes
+    40       8     u64 n: the number of records
+    48       8     u64 data_end: offset just past the last record
+    56       8*n   u64 offsets[n]: offset of each record's 12-byte header
+    56+8n    4     u32 masked CRC32C of every byte before it
+
+Offsets are positions in the decompressed stream for GZIP/ZLIB files (as everywhere in jaxrec).
+Record *i* spans ``offsets[i]`` up to ``offsets[i + 1]`` (or ``data_end``): a 12-byte header
+(``u64 length | u32 masked crc``), the payload, a 4-byte data CRC.
+
+An index is *stale* when the file's size or the CRC of its first or last 64 KiB differ from what
+the index recorded; loading it then raises :class:`StaleIndexError`. A change that keeps the size
+and both ends is still caught when a record is read: its header must hold the length the index
+implies, and its CRCs must match.
+
+Paths may be fsspec URLs (``gs://``, ``s3://``, ``memory://`` …) when fsspec and the filesystem's
+package are installed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import os
+import struct
+import threading
+import warnings
+import zlib
+from array import array
+from collections.abc import Iterable, Sequence
+from typing import Any, BinaryIO
+
+import numpy as np
+
+from jaxrec import _native
+from jaxrec._records import expand_paths
+from jaxrec.errors import CorruptRecordError, StaleIndexError, TruncatedRecordError
+
+__all__ = ["RandomAccessReader", "StaleIndexError", "TFRecordIndex", "index_path"]
+
+MAGIC = b"JXRECIDX"
+VERSION = 1
+_HEADER = struct.Struct("<8sIIQqIIQQ")  # 56 bytes, the fields above up to the offsets
+_COMPRESSION_CODES = {"": 0, "GZIP": 1, "ZLIB": 2}
+_COMPRESSION_NAMES = {v: k for k, v in _COMPRESSION_CODES.items()}
+_SAMPLE = 64 << 10  # bytes hashed at each end of the file
+_BLOCK = 16 << 20  # read size when framing a file to index it
+_RECORD_HEADER, _RECORD_FOOTER = 12, 4
+
+
+# --- files: local paths or fsspec URLs ----------------------------------------------------------
+
+
+def _is_url(path: str) -> bool:
+    return "://" in path
+
+
+def is_index_file(path: str) -> bool:
+    """Whether ``path`` is a jaxrec record index (a glob such as ``data/train-*`` catches them)."""
+    if not path.endswith(".idx") or _is_url(path) or not os.path.isfile(path):
+        return False
+    with open(path, "rb") as f:
+        return f.read(len(MAGIC)) == MAGIC
+
+
+def _fs(path: str) -> tuple[Any, str]:
+    """Returns ``(fsspec filesystem, path in it)`` for a URL."""
+    try:
+        import fsspec
+    except ImportError as e:  # pragma: no cover - depends on the environment
+        raise ImportError(
+            f"{path!r} is a URL: reading it needs fsspec and the filesystem's package "
+            "(pip install fsspec gcsfs, or s3fs, …)"
+        ) from e
+    return fsspec.core.url_to_fs(path)
+
+
+def _fingerprint(path: str) -> tuple[int, int, int, int]:
+    """``(size, mtime_ns, head_crc, tail_crc)`` of a file."""
+    if _is_url(path):
+        fs, p = _fs(path)
+        info = fs.info(p)
+        size = int(info["size"])
+        mtime = info.get("mtime") or info.get("created") or 0
+        mtime_ns = int(float(mtime) * 1e9) if isinstance(mtime, (int, float)) else 0
+        head = fs.cat_file(p, start=0, end=min(_SAMPLE, size)) if size else b""
+        tail = fs.cat_file(p, start=max(0, size - _SAMPLE), end=size) if size else b""
+    else:
+        st = os.stat(path)
+        size, mtime_ns = st.st_size, st.st_mtime_ns
+        with open(path, "rb") as f:
+            head = f.read(_SAMPLE)
+            f.seek(max(0, size - _SAMPLE))
+            tail = f.read(_SAMPLE)
+    return size, mtime_ns, _native.masked_crc32c(head), _native.masked_crc32c(tail)
+
+
+def _sniff_compression(name: str, head: bytes) -> str:
+    """The same decision as the native ``compression="auto"`` (``src/compress.rs``)."""
+    lower = name.lower()
+    if lower.endswith((".gz", ".gzip")):
+        return "GZIP"
+    if lower.endswith((".zlib", ".zz")):
+        return "ZLIB"
+    if len(head) >= 12 and _native.masked_crc32c(head[:8]) == struct.unpack_from("<I", head, 8)[0]:
+        return ""
+    if len(head) >= 2:
+        if head[:2] == b"\x1f\x8b":
+            return "GZIP"
+        cmf, flg = head[0], head[1]
+        if cmf & 0x0F == 8 and cmf >> 4 <= 7 and (cmf * 256 + flg) % 31 == 0:
+            return "ZLIB"
+    return ""
+
+
+def compression_of(path: str) -> str:
+    """How ``"auto"`` resolves the compression of a file: ``""``, ``"GZIP"`` or ``"ZLIB"``."""
+    if not _is_url(path):
+        return _native.RecordReader(path, "auto", verify=False).compression
+    fs, p = _fs(path)
+    return _sniff_compression(path, fs.cat_file(p, start=0, end=12))
+
+
+class _ZlibStream:
+    """A ``read(n)`` view of a ZLIB stream (``gzip.GzipFile`` does the same for GZIP)."""
+
+    def __init__(self, raw: BinaryIO) -> None:
+        self._raw, self._z, self._buf = raw, zlib.decompressobj(), b""
+
+    def read(self, n: int) -> bytes:
+        while len(self._buf) < n and not self._z.eof:
+            data = self._raw.read(1 << 20)
+            self._buf += self._z.decompress(data) if data else self._z.flush()
+            if not data:
+                break
+        out, self._buf = self._buf[:n], self._buf[n:]
+        return out
+
+
+def _frame_offsets(stream: Any, path: str) -> tuple[array, int]:
+    """Frames a (decompressed) stream in Python: the offsets of its records and its end.
+
+    Used for URLs, where the native reader (local files only) cannot go. Only the headers are
+    checked (length CRC); payloads are skipped.
+    """
+    offsets = array("Q")
+    buf, base, pos = b"", 0, 0  # buf holds stream bytes [base, base + len(buf))
+    while True:
+        while base + len(buf) < pos + _RECORD_HEADER:
+            more = stream.read(_BLOCK)
+            if not more:
+                break
+            if pos >= base + len(buf):
+                base, buf = base + len(buf), more
+            else:
+                buf, base = buf[pos - base :] + more, pos
+        avail = base + len(buf) - pos
+        if avail == 0:
+            return offsets, pos
+        if avail < 0:
+            raise TruncatedRecordError(
+                f"the last record needs {-avail} more bytes than the file holds",
+                path=path,
+                record_index=len(offsets) - 1,
+                byte_offset=int(offsets[-1]),
+            )
+        if avail < _RECORD_HEADER:
+            raise TruncatedRecordError(
+                f"the file ends {avail} bytes into a record header",
+                path=path,
+                record_index=len(offsets),
+                byte_offset=pos,
+            )
+        length, crc = struct.unpack_from("<QI", buf, pos - base)
+        if _native.masked_crc32c(buf[pos - base : pos - base + 8]) != crc:
+            raise CorruptRecordError(
+                "length CRC mismatch", path=path, record_index=len(offsets), byte_offset=pos
+            )
+        offsets.append(pos)
+        pos += _RECORD_HEADER + length + _RECORD_FOOTER
+
+
+# --- the index of one file ------------------------------------------------------------------------
+
+
+def index_path(path: str | os.PathLike, index_dir: str | os.PathLike | None = None) -> str:
+    """Where the index of ``path`` lives: ``<path>.idx``, or ``<index_dir>/<file name>.idx``."""
+    path = os.fspath(path)
+    if index_dir is None:
+        return path + ".idx"
+    index_dir = os.fspath(index_dir)
+    name = path.rstrip("/").rsplit("/", 1)[-1] + ".idx"
+    if _is_url(index_dir):
+        return index_dir.rstrip("/") + "/" + name
+    return os.path.join(index_dir, name)
+
+
+class TFRecordIndex:
+    """The offset of every record of one TFRecord file (see the module docstring for the format).
+
+    Args:
+        path: the TFRecord file.
+        offsets: offset of each record's header (uint64).
+        data_end: offset just past the last record.
+        compression: ``""``, ``"GZIP"`` or ``"ZLIB"``.
+        fingerprint: ``(size, mtime_ns, head_crc, tail_crc)`` of the file when indexed.
+
+    Example:
+        >>> index = TFRecordIndex.build("train-00000.tfrecord")
+        >>> index.save()                       # writes train-00000.tfrecord.idx
+        'train-00000.tfrecord.idx'
+        >>> index = TFRecordIndex.load("train-00000.tfrecord")   # raises if the file changed
+        >>> len(index), index.span(3)
+    """
+
+    def __init__(
+        self,
+        path: str,
+        offsets: np.ndarray,
+        data_end: int,
+        compression: str,
+        fingerprint: tuple[int, int, int, int],
+    ) -> None:
+        self.path = path
+        self.offsets = np.asarray(offsets, dtype=np.uint64)
+        self.data_end = int(data_end)
+        self.compression = compression
+        self.fingerprint = fingerprint
+
+    @property
+    def file_size(self) -> int:
+        """Size in bytes of the file when it was indexed."""
+        return self.fingerprint[0]
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+    def __repr__(self) -> str:
+        comp = f", compression={self.compression!r}" if self.compression else ""
+        return f"TFRecordIndex({self.path!r}, records={len(self)}{comp})"
+
+    def span(self, i: int) -> tuple[int, int]:
+        """``(start, end)`` of record ``i``: header, payload and footer."""
+        start = int(self.offsets[i])
+        end = int(self.offsets[i + 1]) if i + 1 < len(self.offsets) else self.data_end
+        return start, end
+
+    @classmethod
+    def build(cls, path: str | os.PathLike) -> TFRecordIndex:
+        """Frames the whole file once (length CRCs checked, data CRCs not) and indexes it.
+
+        Raises:
+            CorruptRecordError: a record header is broken (the file cannot be framed).
+            TruncatedRecordError: the file ends inside a record.
+            OSError: the file cannot be read.
+        """
+        path = os.fspath(path)
+        fingerprint = _fingerprint(path)
+        if not _is_url(path):
+            reader = _native.RecordReader(path, "auto", verify=False)
+            parts, end = [], 0
+            while (chunk := reader.read_chunk(1 << 62, _BLOCK)) is not None:
+                parts.append(chunk.file_offsets)
+                end = chunk.end_offset
+            offsets = np.concatenate(parts) if parts else np.zeros(0, np.uint64)
+            return cls(path, offsets, end, reader.compression, fingerprint)
+        fs, p = _fs(path)
+        head = fs.cat_file(p, start=0, end=min(12, fingerprint[0])) if fingerprint[0] else b""
+        compression = _sniff_compression(path, head)
+        with fs.open(p, "rb", block_size=_BLOCK) as raw:
+            stream: Any = raw
+            if compression == "GZIP":
+                stream = gzip.GzipFile(fileobj=raw)
+            elif compression == "ZLIB":
+                stream = _ZlibStream(raw)
+            try:
+                offs, end = _frame_offsets(stream, path)
+            except (OSError, EOFError, zlib.error) as e:
+                raise CorruptRecordError(f"broken {compression} stream: {e}", path=path) from e
+        return cls(path, np.frombuffer(offs, np.uint64), end, compression, fingerprint)
+
+    def to_bytes(self) -> bytes:
+        """The index in the on-disk format."""
+        size, mtime, head, tail = self.fingerprint
+        header = _HEADER.pack(
+            MAGIC,
+            VERSION,
+            _COMPRESSION_CODES[self.compression],
+            size,
+            mtime,
+            head,
+            tail,
+            len(self.offsets),
+            self.data_end,
+        )
+        body = header + self.offsets.astype("<u8").tobytes()
+        return body + struct.pack("<I", _native.masked_crc32c(body))
+
+    @classmethod
+    def from_bytes(cls, data: bytes, path: str, *, source: str = "index") -> TFRecordIndex:
+        """Reads an index from its on-disk bytes (without checking it against the file).
+
+        Raises:
+            StaleIndexError: the bytes are not a jaxrec index of a known version, or damaged.
+        """
+        if len(data) < _HEADER.size + 4 or data[:8] != MAGIC:
+            raise StaleIndexError(f"{source}: not a jaxrec record index (bad magic)")
+        magic, version, comp, size, mtime, head, tail, n, end = _HEADER.unpack_from(data)
+        if version != VERSION:
+            raise StaleIndexError(f"{source}: index version {version}, this jaxrec reads {VERSION}")
+        if len(data) != _HEADER.size + 8 * n + 4 or comp not in _COMPRESSION_NAMES:
+            raise StaleIndexError(f"{source}: damaged index (size does not match {n} records)")
+        (crc,) = struct.unpack_from("<I", data, len(data) - 4)
+        if _native.masked_crc32c(data[:-4]) != crc:
+            raise StaleIndexError(f"{source}: damaged index (checksum mismatch)")
+        offsets = np.frombuffer(data, "<u8", count=n, offset=_HEADER.size).astype(np.uint64)
+        return cls(path, offsets, end, _COMPRESSION_NAMES[comp], (size, mtime, head, tail))
+
+    def save(self, where: str | os.PathLike | None = None, *, index_dir: str | None = None) -> str:
+        """Writes the index (atomically for local files) and returns its path.
+
+        Args:
+            where: the index file to write (default: :func:`index_path`).
+            index_dir: write ``<index_dir>/<file name>.idx`` instead of beside the file.
+        """
+        target = os.fspath(where) if where is not None else index_path(self.path, index_dir)
+        data = self.to_bytes()
+        if _is_url(target):
+            fs, p = _fs(target)
+            fs.pipe_file(p, data)
+            return target
+        os.makedirs(os.path.dirname(target) or ".", exist_ok=True)
+        tmp = f"{target}.tmp-{os.getpid()}-{threading.get_ident()}"
+        with open(tmp, "wb") as f:
+            f.write(data)
+        os.replace(tmp, target)
+        return target
+
+    @classmethod
+    def load(
+        cls, path: str | os.PathLike, *, index_dir: str | None = None, check: bool = True
+    ) -> TFRecordIndex:
+        """Reads the index of TFRecord file ``path`` and checks that it still matches the file.
+
+        Raises:
+            FileNotFoundError: there is no index.
+            StaleIndexError: the file changed since it was indexed, or the index is damaged.
+        """
+        path = os.fspath(path)
+        where = index_path(path, index_dir)
+        if _is_url(where):
+            fs, p = _fs(where)
+            if not fs.exists(p):
+                raise FileNotFoundError(where)
+            data = fs.cat_file(p)
+        else:
+            with open(where, "rb") as f:
+                data = f.read()
+        index = cls.from_bytes(data, path, source=where)
+        if check:
+            index.check()
+        return index
+
+    def check(self) -> None:
+        """Raises :class:`StaleIndexError` if the file is not the one that was indexed."""
+        now = _fingerprint(self.path)
+        if now[0] != self.fingerprint[0]:
+            raise StaleIndexError(
+                f"{self.path}: the file changed since it was indexed: {now[0]} bytes now, "
+                f"{self.fingerprint[0]} then; rebuild the index (jaxrec index --force)"
+            )
+        if now[2:] != self.fingerprint[2:]:
+            raise StaleIndexError(
+                f"{self.path}: the file changed since it was indexed (its first or last 64 KiB "
+                "differ); rebuild the index (jaxrec index --force)"
+            )
+
+    def is_fresh(self) -> bool:
+        """Whether the file is unchanged since it was indexed."""
+        try:
+            self.check()
+        except (StaleIndexError, OSError):
+            return False
+        return True
+
+
+def load_or_build(
+    paths: Sequence[str],
+    *,
+    index_dir: str | None = None,
+    build: bool = True,
+    save: bool = False,
+) -> list[TFRecordIndex]:
+    """The index of each file: loaded when present and fresh, else built (with one warning).
+
+    Raises:
+        FileNotFoundError: an index is missing and ``build`` is False.
+        StaleIndexError: an index is stale and ``build`` is False.
+    """
+    out: list[TFRecordIndex] = []
+    built: list[str] = []
+    built_bytes = 0
+    for path in paths:
+        try:
+            out.append(TFRecordIndex.load(path, index_dir=index_dir))
+            continue
+        except (FileNotFoundError, StaleIndexError) as e:
+            if not build:
+                raise
+            reason = "stale" if isinstance(e, StaleIndexError) else "missing"
+        index = TFRecordIndex.build(path)
+        if save:
+            index.save(index_dir=index_dir)
+        out.append(index)
+        built.append(f"{path} ({reason})")
+        built_bytes += index.data_end
+    if built:
+        shown = ", ".join(built[:3]) + (f" and {len(built) - 3} more" if len(built) > 3 else "")
+        warnings.warn(
+            f"jaxrec: built record indexes for {len(built)} of {len(paths)} files by framing every "
+            f"record once (~{built_bytes / 1e6:.1f} MB read): {shown}. "
+            + (
+                "They were saved for next time."
+                if save
+                else "Run `jaxrec index FILES` once to save them and skip this."
+            ),
+            stacklevel=3,
+        )
+    return out
+
+
+# --- random access --------------------------------------------------------------------------------
+
+
+class RandomAccessReader:
+    """Record *i* of one or more TFRecord files, in O(1), through their record indexes.
+
+    Records are numbered across the files in order. Indexes are loaded from ``<file>.idx`` (or
+    ``index_dir``); a missing or stale one is built by framing the file once, with a warning
+    saying so (``jaxrec index FILES`` saves them ahead of time). Reads are thread-safe.
+
+    GZIP/ZLIB files cannot be read at random: reaching record *i* means decompressing the file
+    from its start. They are refused unless ``allow_compressed=True``, which accepts that cost
+    (reads moving forward through a file continue from the last one, so a sequential pass stays
+    linear).
+
+    Args:
+        paths: TFRecord files, globs, or fsspec URLs.
+        index_dir: where the indexes are (default: beside each file).
+        verify: check each record's data CRC when it is read.
+        build_index: build missing or stale indexes (else raise).
+        save_index: write the indexes it builds.
+        allow_compressed: accept GZIP/ZLIB files (slow; see above).
+
+    Raises:
+        ValueError: a file is compressed and ``allow_compressed`` is False.
+        StaleIndexError: an index is stale and ``build_index`` is False.
+
+    Example:
+        >>> reader = RandomAccessReader("train-*.tfrecord")
+        >>> len(reader), reader[12345]            # bytes of record 12345
+    """
+
+    def __init__(
+        self,
+        paths: str | os.PathLike | Iterable[str | os.PathLike],
+        *,
+        index_dir: str | None = None,
+        verify: bool = True,
+        build_index: bool = True,
+        save_index: bool = False,
+        allow_compressed: bool = False,
+    ) -> None:
+        if isinstance(paths, (str, os.PathLike)):
+            paths = [paths]
+        plist = [os.fspath(p) for p in paths]
+        self.paths = [
+            p
+            for q in plist
+            for p in ([q] if _is_url(q) else expand_paths(q))
+            if not is_index_file(p)
+        ]
+        self.verify = verify
+        self.allow_compressed = allow_compressed
+        if not allow_compressed:
+            compressed = [p for p in self.paths if compression_of(p)]
+            if compressed:
+                raise ValueError(
+                    f"{compressed[0]} is {compression_of(compressed[0])}-compressed: reading "
+                    "record i of it means decompressing the file from its start, so random access "
+                    f"would cost O(file size) per record ({len(compressed)} of {len(self.paths)} "
+                    "files are compressed). Rewrite them uncompressed (jaxrec convert FILES "
+                    "--from tfrecord --out DIR --compression none), or pass allow_compressed=True "
+                    "to accept the cost."
+                )
+        self.indexes = load_or_build(
+            self.paths, index_dir=index_dir, build=build_index, save=save_index
+        )
+        self._ends = np.cumsum([len(ix) for ix in self.indexes], dtype=np.int64)
+        self._init_handles()
+
+    def _init_handles(self) -> None:
+        self._lock = threading.Lock()
+        self._fds: dict[int, int] = {}
+        self._streams: dict[int, tuple[Any, int]] = {}  # compressed: (native reader, next index)
+
+    def __getstate__(self) -> dict:
+        state = self.__dict__.copy()
+        for k in ("_lock", "_fds", "_streams"):
+            del state[k]
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._init_handles()
+
+    def __len__(self) -> int:
+        return int(self._ends[-1]) if len(self._ends) else 0
+
+    def __repr__(self) -> str:
+        return f"RandomAccessReader({len(self.paths)} files, {len(self)} records)"
+
+    @property
+    def records_per_file(self) -> list[int]:
+        """How many records each file holds."""
+        return [len(ix) for ix in self.indexes]
+
+    def locate(self, i: int) -> tuple[int, int]:
+        """``(file number, record index in that file)`` of global record ``i``.
+
+        Raises:
+            IndexError: ``i`` is out of range.
+        """
+        n = len(self)
+        i = int(i)
+        if i < 0:
+            i += n
+        if not 0 <= i < n:
+            raise IndexError(f"record {i} out of range: the files hold {n} records")
+        f = int(np.searchsorted(self._ends, i, side="right"))
+        return f, i - (int(self._ends[f - 1]) if f else 0)
+
+    def __getitem__(self, i: int) -> bytes:
+        f, j = self.locate(i)
+        return self._read(f, j)
+
+    def read_many(self, indices: Iterable[int]) -> list[bytes]:
+        """The records at ``indices``, in that order."""
+        return [self[i] for i in indices]
+
+    def close(self) -> None:
+        """Closes the open files (reading again reopens them)."""
+        with self._lock:
+            for fd in self._fds.values():
+                os.close(fd)
+            self._fds.clear()
+            self._streams.clear()
+
+    def __enter__(self) -> RandomAccessReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        with contextlib.suppress(Exception):  # best effort, also at interpreter shutdown
+            self.close()
+
+    # -- reading one record
+
+    def _read(self, f: int, j: int) -> bytes:
+        ix = self.indexes[f]
+        if ix.compression:
+            return self._read_compressed(f, j)
+        start, end = ix.span(j)
+        if _is_url(ix.path):
+            fs, p = _fs(ix.path)
+            buf = fs.cat_file(p, start=start, end=end)
+        else:
+            buf = os.pread(self._fd(f), end - start, start)
+        return self._unframe(buf, ix, j, start, end)
+
+    def _fd(self, f: int) -> int:
+        fd = self._fds.get(f)
+        if fd is None:
+            with self._lock:
+                fd = self._fds.get(f)
+                if fd is None:
+                    fd = self._fds[f] = os.open(self.indexes[f].path, os.O_RDONLY)
+        return fd
+
+    def _unframe(self, buf: bytes, ix: TFRecordIndex, j: int, start: int, end: int) -> bytes:
+        where = {"path": ix.path, "record_index": j, "byte_offset": start}
+        if len(buf) != end - start:
+            raise StaleIndexError(
+                f"{ix.path}, record {j}: the index says the file holds bytes {start}..{end} but it "
+                f"ends sooner; the file changed since it was indexed (jaxrec index --force)"
+            )
+        length, length_crc = struct.unpack_from("<QI", buf)
+        if _native.masked_crc32c(buf[:8]) != length_crc:
+            raise CorruptRecordError("length CRC mismatch", **where)
+        if length != len(buf) - _RECORD_HEADER - _RECORD_FOOTER:
+            raise StaleIndexError(
+                f"{ix.path}, record {j}, byte offset {start}: the record holds {length} bytes but "
+                f"the index implies {len(buf) - 16}; the file changed since it was indexed "
+                "(jaxrec index --force)"
+            )
+        payload = buf[_RECORD_HEADER : _RECORD_HEADER + length]
+        if self.verify:
+            (stored,) = struct.unpack_from("<I", buf, _RECORD_HEADER + length)
+            if _native.masked_crc32c(payload) != stored:
+                raise CorruptRecordError(
+                    f"data CRC mismatch over {length} bytes (read through the index)", **where
+                )
+        return payload
+
+    def _read_compressed(self, f: int, j: int) -> bytes:
+        ix = self.indexes[f]
+        if _is_url(ix.path):
+            raise ValueError(f"{ix.path}: random access to compressed URLs is not supported")
+        with self._lock:
+            reader, nxt = self._streams.pop(f, (None, -1))
+        if reader is None or j < nxt:
+            start, _ = ix.span(j)
+            reader = _native.RecordReader(
+                ix.path, ix.compression, verify=self.verify, start_offset=start, start_index=j
+            )
+            nxt = j
+        chunk = None
+        while nxt <= j:  # a forward read continues the stream instead of starting over
+            chunk = reader.read_chunk(1, 1 << 16)
+            if chunk is None:
+                raise StaleIndexError(f"{ix.path}: ends before record {j}; rebuild the index")
+            nxt = chunk.next_index
+        with self._lock:
+            self._streams[f] = (reader, nxt)
+        assert chunk is not None
+        return chunk[0]

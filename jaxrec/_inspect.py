@@ -1,0 +1,507 @@
+"""Looking inside TFRecord files: schema inference and readable records.
+
+:func:`infer_schema` scans records and describes every feature: its list type, how many values
+it holds, how often it is missing, value ranges, and whether the records are Examples or
+SequenceExamples. :meth:`Schema.spec_code` turns that into spec code ready to paste (what
+``jaxrec inspect --spec`` prints). :func:`describe_record` renders one record as JSON-able data
+for ``jaxrec head``, with long lists and bytes shortened and binary data never printed raw.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import json
+import math
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
+
+import numpy as np
+
+from jaxrec import _native
+from jaxrec._proto import SequenceExample
+from jaxrec._records import expand_paths
+
+__all__ = ["FeatureStats", "Schema", "describe_record", "infer_schema"]
+
+_LISTS = ("bytes_list", "float_list", "int64_list")
+_INT32 = (-(1 << 31), (1 << 31) - 1)
+_MAGIC = (
+    (b"\xff\xd8\xff", "jpeg"),
+    (b"\x89PNG\r\n\x1a\n", "png"),
+    (b"GIF8", "gif"),
+    (b"BM", "bmp"),
+)
+
+
+def sniff_bytes(value: bytes) -> str:
+    """What a bytes value looks like: an image format, ``"text"`` (UTF-8) or ``"binary"``."""
+    for magic, name in _MAGIC:
+        if value.startswith(magic):
+            return name
+    if value[:4] == b"RIFF" and value[8:12] == b"WEBP":
+        return "webp"
+    try:
+        text = value.decode("utf-8")
+    except UnicodeDecodeError:
+        return "binary"
+    printable = text.isprintable() or all(c.isprintable() or c in "\t\n\r" for c in text)
+    return "text" if printable else "binary"
+
+
+@dataclasses.dataclass
+class FeatureStats:
+    """What a scan saw of one feature (or one feature list of SequenceExamples).
+
+    For a feature list, the value counts and ranges are per step, and ``min_steps`` /
+    ``max_steps`` count the steps.
+    """
+
+    name: str
+    present: int = 0  #: records holding it with a list type set
+    kindless: int = 0  #: records holding it with no list type set (TensorFlow: missing)
+    kinds: Counter = dataclasses.field(default_factory=Counter)  #: list type -> Features seen
+    min_count: int | None = None
+    max_count: int | None = None
+    int_min: int | None = None
+    int_max: int | None = None
+    nonfinite: int = 0  #: NaN or ±inf float values
+    bytes_min: int | None = None
+    bytes_max: int | None = None
+    content: Counter = dataclasses.field(default_factory=Counter)  #: sniffed bytes contents
+    min_steps: int | None = None
+    max_steps: int | None = None
+
+    def add_feature(self, feature: Any) -> bool:
+        """Counts one ``tf.train.Feature``; returns whether it had a list type set."""
+        kind = feature.WhichOneof("kind")
+        if kind is None:
+            self.kinds["none"] += 1
+            return False
+        self.kinds[kind] += 1
+        values = getattr(feature, kind).value
+        n = len(values)
+        self.min_count = n if self.min_count is None else min(self.min_count, n)
+        self.max_count = n if self.max_count is None else max(self.max_count, n)
+        if not n:
+            return True
+        if kind == "int64_list":
+            lo, hi = min(values), max(values)
+            self.int_min = lo if self.int_min is None else min(self.int_min, lo)
+            self.int_max = hi if self.int_max is None else max(self.int_max, hi)
+        elif kind == "float_list":
+            self.nonfinite += sum(1 for v in values if not math.isfinite(v))
+        else:
+            lens = [len(v) for v in values]
+            lo, hi = min(lens), max(lens)
+            self.bytes_min = lo if self.bytes_min is None else min(self.bytes_min, lo)
+            self.bytes_max = hi if self.bytes_max is None else max(self.bytes_max, hi)
+            self.content[sniff_bytes(values[0][:256])] += 1
+        return True
+
+    def add_steps(self, steps: int) -> None:
+        """Counts the number of steps of one feature list."""
+        self.min_steps = steps if self.min_steps is None else min(self.min_steps, steps)
+        self.max_steps = steps if self.max_steps is None else max(self.max_steps, steps)
+
+    @property
+    def list_kinds(self) -> list[str]:
+        """The list types seen (``int64_list`` …), without ``none``."""
+        return sorted(k for k in self.kinds if k != "none")
+
+    def to_dict(self, scanned: int) -> dict[str, Any]:
+        """JSON-able summary."""
+        kinds = self.list_kinds
+        out: dict[str, Any] = {
+            "type": kinds[0] if len(kinds) == 1 else ("mixed" if kinds else None),
+            "types": dict(sorted(self.kinds.items())),
+            "present": self.present,
+            "missing": scanned - self.present,
+            "values": {
+                "min": self.min_count,
+                "max": self.max_count,
+                "fixed": self.min_count is not None and self.min_count == self.max_count,
+            },
+        }
+        if self.int_min is not None:
+            out["range"] = [self.int_min, self.int_max]
+        if self.nonfinite:
+            out["nonfinite"] = self.nonfinite
+        if self.bytes_min is not None:
+            out["bytes"] = {"min": self.bytes_min, "max": self.bytes_max}
+            out["content"] = dict(self.content.most_common())
+        if self.min_steps is not None:
+            out["steps"] = {"min": self.min_steps, "max": self.max_steps}
+        return out
+
+    def summary(self) -> str:
+        """A short description: list type, value counts, ranges and content."""
+        kinds = self.list_kinds
+        if not kinds:
+            return "no values (list type never set)"
+        if len(kinds) > 1:
+            return "mixed list types: " + ", ".join(f"{k} {self.kinds[k]}" for k in kinds)
+        details = []
+        if self.min_steps is not None:
+            details.append(f"{_span(self.min_steps, self.max_steps)} steps of")
+        n = _span(self.min_count, self.max_count)
+        details.append(f"{n} value{'' if n == '1' else 's'}")
+        if self.int_min is not None:
+            lo, hi = self.int_min, self.int_max
+            details.append(f"in {lo}..{hi}" if lo != hi else f"all {lo}")
+        if self.bytes_min is not None:
+            content = self.content.most_common(1)[0][0]
+            details.append(f"({content}, {_span(self.bytes_min, self.bytes_max)} bytes)")
+        if self.nonfinite:
+            details.append(f"({self.nonfinite} NaN/inf)")
+        return f"{kinds[0]}: {' '.join(details)}"
+
+
+def _span(lo: int | None, hi: int | None) -> str:
+    return "?" if lo is None else (str(lo) if lo == hi else f"{lo}-{hi}")
+
+
+def _round_len(n: int) -> int:
+    """A ``max_len`` for lengths up to ``n``: ``n`` rounded up to a multiple of 8."""
+    return max(1, -(-n // 8) * 8)
+
+
+@dataclasses.dataclass
+class Schema:
+    """The result of :func:`infer_schema`."""
+
+    files: list[str]
+    scanned: int = 0  #: records looked at
+    complete: bool = False  #: whether every record of every file was scanned
+    not_examples: int = 0  #: records that do not parse as tf.train.Example/SequenceExample
+    features: dict[str, FeatureStats] = dataclasses.field(default_factory=dict)
+    feature_lists: dict[str, FeatureStats] = dataclasses.field(default_factory=dict)
+
+    @property
+    def kind(self) -> str:
+        """``"SequenceExample"`` when any record has feature lists, else ``"Example"``."""
+        return "SequenceExample" if self.feature_lists else "Example"
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able description (what ``jaxrec inspect --json`` prints)."""
+        return {
+            "files": self.files,
+            "records_scanned": self.scanned,
+            "complete": self.complete,
+            "kind": self.kind,
+            "not_examples": self.not_examples,
+            "features": {n: s.to_dict(self.scanned) for n, s in sorted(self.features.items())},
+            "feature_lists": {
+                n: s.to_dict(self.scanned) for n, s in sorted(self.feature_lists.items())
+            },
+        }
+
+    # -- spec suggestion
+
+    def _dtype(self, s: FeatureStats) -> str | None:
+        kinds = s.list_kinds
+        if len(kinds) != 1:
+            return None
+        if kinds[0] == "bytes_list":
+            return "bytes"
+        if kinds[0] == "float_list":
+            return "np.float32"
+        lo, hi = s.int_min, s.int_max
+        fits = lo is None or (_INT32[0] <= lo and hi is not None and hi <= _INT32[1])
+        return "np.int32" if fits else "np.int64"
+
+    def _suggest(self, s: FeatureStats, *, in_list: bool) -> tuple[str | None, str]:
+        """``(spec expression or None, comment)`` for one feature or feature list."""
+        dtype = self._dtype(s)
+        if dtype is None:
+            return None, s.summary()
+        missing = self.scanned - s.present
+        if not s.name:
+            return None, "an empty feature name cannot be parsed"
+        if in_list:
+            if s.max_steps is None or s.max_count is None:
+                return None, "no steps with values seen"
+            steps = f"max_len={_round_len(s.max_steps)}"
+            allow = ", allow_missing=True" if missing else ""
+            if s.min_count == s.max_count:
+                shape = "[]" if s.max_count == 1 else f"[{s.max_count}]"
+                return f"jr.FixedLenSequenceFeature({shape}, {dtype}{allow}, {steps})", s.summary()
+            return f"jr.VarLenFeature({dtype})", s.summary()
+        note = s.summary() + (f"; missing in {missing} of {self.scanned}" if missing else "")
+        if s.min_count == s.max_count and s.max_count is not None:
+            shape = "[]" if s.max_count == 1 else f"[{s.max_count}]"
+            default = ""
+            if missing:
+                default = ", default_value=" + {"bytes": 'b""', "np.float32": "0.0"}.get(dtype, "0")
+            return f"jr.FixedLenFeature({shape}, {dtype}{default})", note
+        return f"jr.VarLenFeature({dtype}, max_len={_round_len(s.max_count or 0)})", note
+
+    def _block(self, var: str, stats: Mapping[str, FeatureStats], *, in_list: bool) -> list[str]:
+        lines = [f"{var} = {{"]
+        exprs = {n: self._suggest(s, in_list=in_list) for n, s in sorted(stats.items())}
+        for name, (expr, note) in exprs.items():
+            collides = (
+                expr is not None
+                and not expr.startswith("jr.FixedLenFeature")
+                and f"{name}_length" in exprs
+            )
+            key = json.dumps(name, ensure_ascii=False)  # a JSON string is a Python literal
+            if expr is None or collides:
+                other = json.dumps(name + "_length", ensure_ascii=False)
+                why = f"its lengths would collide with feature {other}" if collides else note
+                lines.append(f"    # {key}: {why}; not in the spec")
+                continue
+            line = f"    {key}: {expr},  # {note}"
+            if len(line) > 100:
+                lines.append(f"    # {note}")
+                line = f"    {key}: {expr},"
+            lines.append(line)
+        lines.append("}")
+        return lines
+
+    def suggestions(self) -> tuple[dict[str, str], dict[str, str]]:
+        """The suggested spec entry of each feature as code: ``(features, feature_lists)``."""
+        out: tuple[dict[str, str], dict[str, str]] = ({}, {})
+        for in_list, stats in ((False, self.features), (True, self.feature_lists)):
+            for name, s in stats.items():
+                expr, _ = self._suggest(s, in_list=in_list)
+                if expr is not None:
+                    out[in_list][name] = expr.removeprefix("jr.")
+        return out
+
+    def spec_code(self) -> str:
+        """Python code defining ``spec`` (or ``context_spec`` and ``sequence_spec``), to paste."""
+        nfiles = len(self.files)
+        files = f"{nfiles} file{'' if nfiles == 1 else 's'}"
+        if self.complete:
+            head = [f"# Inferred by `jaxrec inspect` from all {self.scanned:,} records of {files}."]
+        else:
+            head = [
+                f"# Inferred by `jaxrec inspect` from {self.scanned:,} records of {files} "
+                "(not all of them).",
+                "# Unscanned records may hold longer lists: raise max_len, or add truncate=True.",
+            ]
+        if self.not_examples:
+            head.append(
+                f"# {self.not_examples} of {self.scanned} records are not tf.train.Examples."
+            )
+        head += ["import numpy as np", "", "import jaxrec as jr", ""]
+        if self.kind == "Example":
+            body = self._block("spec", self.features, in_list=False)
+            body.append("# batch = jr.parse_example(records, spec)")
+        else:
+            body = self._block("context_spec", self.features, in_list=False)
+            body += self._block("sequence_spec", self.feature_lists, in_list=True)
+            body.append(
+                "# context, feature_lists, lengths = "
+                "jr.parse_sequence_example(records, context_spec, sequence_spec)"
+            )
+        return "\n".join(head + body) + "\n"
+
+    def spec(self) -> tuple[dict[str, Any], dict[str, Any] | None]:
+        """The suggested ``(spec, sequence_spec)``; ``sequence_spec`` is None for Examples."""
+        namespace: dict[str, Any] = {}
+        exec(compile(self.spec_code(), "<jaxrec inspect>", "exec"), namespace)
+        if "spec" in namespace:
+            return namespace["spec"], None
+        return namespace["context_spec"], namespace["sequence_spec"]
+
+
+def _is_example(record: bytes, msg: Any) -> bool:
+    """Whether a record that parsed did hold an Example (not only unknown fields)."""
+    return not record or msg.HasField("context") or msg.HasField("feature_lists")
+
+
+def _sample(paths: list[str], limit: int | None) -> Iterator[tuple[bytes | None, bool]]:
+    """Yields records spread over the files (up to ``limit`` in all), then ``(None, complete)``."""
+    per_file = None if not limit else max(1, -(-limit // max(1, len(paths))))
+    complete = True
+    for path in paths:
+        reader = _native.RecordReader(path, "auto", verify=False)
+        taken = 0
+        while per_file is None or taken < per_file:
+            want = (1 << 62) if per_file is None else per_file - taken
+            chunk = reader.read_chunk(want, 4 << 20)
+            if chunk is None:
+                break
+            taken += len(chunk)
+            for i in range(len(chunk)):
+                yield chunk[i], False
+        else:
+            if reader.read_chunk(1, 1 << 16) is not None:
+                complete = False
+    yield None, complete
+
+
+def infer_schema(paths: str | Iterable[str], limit: int | None = 10_000) -> Schema:
+    """Scans records and describes their features.
+
+    Args:
+        paths: TFRecord files or globs.
+        limit: scan at most this many records, spread evenly over the files (the first
+            ``limit / len(files)`` of each); ``None`` or 0 scans everything.
+
+    Returns:
+        A :class:`Schema`; ``schema.spec_code()`` gives spec code to paste.
+
+    Raises:
+        CorruptRecordError: a record's framing is broken.
+        OSError: a file cannot be read.
+
+    Example:
+        >>> print(infer_schema("train-*.tfrecord").spec_code())
+    """
+    files = expand_paths(paths)
+    schema = Schema(files=files)
+    for record, complete in _sample(files, limit):
+        if record is None:
+            schema.complete = complete
+            break
+        schema.scanned += 1
+        try:
+            msg = SequenceExample.FromString(record)
+        except Exception:  # protobuf's DecodeError, whichever backend
+            schema.not_examples += 1
+            continue
+        if not _is_example(record, msg):
+            schema.not_examples += 1
+            continue
+        ctx, lists = msg.context.feature, msg.feature_lists.feature_list
+        for name, feature in ctx.items():
+            s = schema.features.get(name) or schema.features.setdefault(name, FeatureStats(name))
+            if s.add_feature(feature):
+                s.present += 1
+            else:
+                s.kindless += 1
+        for name, flist in lists.items():
+            s = schema.feature_lists.get(name) or schema.feature_lists.setdefault(
+                name, FeatureStats(name)
+            )
+            s.present += 1
+            s.add_steps(len(flist.feature))
+            for step in flist.feature:
+                s.add_feature(step)
+    return schema
+
+
+# --- one record, readable -------------------------------------------------------------------------
+
+
+def _bytes_value(value: bytes, max_bytes: int) -> Any:
+    """A bytes value as JSON: its text when it is short printable UTF-8, else size + base64."""
+    kind = sniff_bytes(value[: max(max_bytes, 256)])
+    cut = max_bytes and len(value) > max_bytes
+    head = value[:max_bytes] if cut else value
+    if kind == "text":
+        text = head.decode("utf-8", "replace")
+        return {"text": text, "size": len(value), "truncated": True} if cut else text
+    out: dict[str, Any] = {"size": len(value), "base64": base64.b64encode(head).decode()}
+    if kind != "binary":
+        out["content"] = kind
+    if cut:
+        out["truncated"] = True
+    return out
+
+
+def _float(v: float) -> Any:
+    if math.isfinite(v):
+        return float(str(np.float32(v)))  # the shortest float32 repr: 0.3, not 0.30000001192…
+    return "NaN" if math.isnan(v) else ("Infinity" if v > 0 else "-Infinity")
+
+
+def _values(feature: Any, max_values: int, max_bytes: int) -> dict[str, Any]:
+    kind = feature.WhichOneof("kind")
+    if kind is None:
+        return {"type": None, "count": 0, "values": []}
+    values = getattr(feature, kind).value
+    shown = values[:max_values] if max_values else values
+    if kind == "int64_list":
+        out = [int(v) for v in shown]
+    elif kind == "float_list":
+        out = [_float(v) for v in shown]
+    else:
+        out = [_bytes_value(v, max_bytes) for v in shown]
+    d: dict[str, Any] = {"type": kind, "count": len(values), "values": out}
+    if len(shown) < len(values):
+        d["truncated"] = True
+    return d
+
+
+def describe_record(record: bytes, *, max_values: int = 8, max_bytes: int = 64) -> dict[str, Any]:
+    """A record as JSON-able data: its features (and feature lists), shortened for display.
+
+    Args:
+        record: a serialized Example, SequenceExample, or any bytes.
+        max_values: show at most this many values per list (0: all); ``count`` keeps the total.
+        max_bytes: show at most this many bytes of each bytes value (0: all).
+
+    Returns:
+        ``{"type": "Example" | "SequenceExample", "features": {...}, "feature_lists": {...}}``,
+        or ``{"type": "raw", "raw": ...}`` for bytes that are not an Example. A bytes value is
+        its text when it is printable UTF-8, else ``{"size", "base64"[, "content"]}``.
+    """
+    try:
+        msg = SequenceExample.FromString(record)
+    except Exception:  # protobuf's DecodeError, whichever backend
+        msg = None
+    if msg is None or not _is_example(record, msg):
+        return {"type": "raw", "raw": _bytes_value(record, max_bytes)}
+    features = {
+        name: _values(f, max_values, max_bytes) for name, f in sorted(msg.context.feature.items())
+    }
+    if not msg.feature_lists.feature_list:
+        return {"type": "Example", "features": features}
+    lists = {}
+    for name, flist in sorted(msg.feature_lists.feature_list.items()):
+        steps = list(flist.feature)
+        shown = steps[:max_values] if max_values else steps
+        entry: dict[str, Any] = {
+            "steps": len(steps),
+            "values": [_values(s, max_values, max_bytes) for s in shown],
+        }
+        if len(shown) < len(steps):
+            entry["truncated"] = True
+        lists[name] = entry
+    return {"type": "SequenceExample", "features": features, "feature_lists": lists}
+
+
+def _text_value(v: Any) -> str:
+    if isinstance(v, str):
+        return _quote(v)
+    if isinstance(v, dict) and "text" in v:
+        return f"{_quote(v['text'])}… ({v['size']} bytes)"
+    if isinstance(v, dict):
+        raw = base64.b64decode(v["base64"])[:16]
+        what = v.get("content", "binary")
+        return f"<{what}, {v['size']} bytes: {raw.hex()}{'…' if v['size'] > len(raw) else ''}>"
+    return str(v)
+
+
+def _quote(text: str) -> str:
+    """A quoted string with every control character escaped, safe to print to a terminal."""
+    return json.dumps(text, ensure_ascii=False)
+
+
+def _text_list(d: Mapping[str, Any]) -> str:
+    if d["type"] is None:
+        return "(no list type set)"
+    vals = [_text_value(v) for v in d["values"]]
+    more = ", …" if d.get("truncated") else ""
+    body = vals[0] if d["count"] == 1 else f"[{', '.join(vals)}{more}]"
+    return f"{d['type']}[{d['count']}]  {body}"
+
+
+def format_record(desc: Mapping[str, Any]) -> list[str]:
+    """The lines ``jaxrec head`` prints for a record described by :func:`describe_record`."""
+    if desc["type"] == "raw":
+        return [f"  (not a tf.train.Example) {_text_value(desc['raw'])}"]
+    lines = []
+    width = max((len(n) for n in (*desc["features"], *desc.get("feature_lists", {}))), default=0)
+    for name, d in desc["features"].items():
+        lines.append(f"  {name:<{width}}  {_text_list(d)}")
+    for name, entry in desc.get("feature_lists", {}).items():
+        more = ", …" if entry.get("truncated") else ""
+        steps = "; ".join(_text_list(s) for s in entry["values"])
+        lines.append(f"  {name:<{width}}  feature_list[{entry['steps']}]  {{{steps}{more}}}")
+    return lines or ["  (no features)"]
