@@ -29,10 +29,9 @@ from typing import Any
 
 import numpy as np
 
-from jaxrec import _native
 from jaxrec._device import check_batch_fits, to_device
 from jaxrec._parse import ExampleParser
-from jaxrec._records import PathLike, expand_paths
+from jaxrec._records import PathLike, expand_paths, open_reader
 from jaxrec._sharding import HostShard, host_shard, plan_shards
 from jaxrec._spec import KIND_FIXED, compile_spec
 from jaxrec._stream import RecordStream, Snapshot
@@ -70,7 +69,7 @@ _END = object()
 
 
 def _count_records(path: str, reader_options: dict[str, Any]) -> int:
-    reader = _native.RecordReader(path, **{**reader_options, "verify": False})
+    reader = open_reader(path, **{**reader_options, "verify": False})
     n = 0
     while (chunk := reader.read_chunk(1 << 62, 8 << 20)) is not None:
         n += len(chunk)

@@ -1,7 +1,7 @@
 # Typed stub of the native module (src/python.rs). Checked against the built module by
 # `make lint` (mypy.stubtest), so it cannot drift.
 from os import PathLike
-from typing import final
+from typing import BinaryIO, final
 
 import numpy as np
 import numpy.typing as npt
@@ -53,6 +53,8 @@ class RecordReader:
         skip_errors: bool = False,
         start_offset: int = 0,
         start_index: int = 0,
+        file: BinaryIO | None = None,
+        size: int | None = None,
     ) -> RecordReader: ...
     def read_chunk(self, max_records: int = ..., block_bytes: int = ...) -> Chunk | None: ...
     @property

@@ -14,7 +14,7 @@ from typing import Literal
 
 from jaxrec import _native
 
-__all__ = ["TFRecordWriter", "expand_paths", "read_chunks", "read_records"]
+__all__ = ["TFRecordWriter", "expand_paths", "is_url", "open_reader", "read_chunks", "read_records"]
 
 PathLike = str | os.PathLike
 Compression = Literal["auto", "GZIP", "ZLIB", ""] | None
@@ -24,12 +24,58 @@ _GLOB_CHARS = frozenset("*?[")
 _INDEX_SUFFIX = ".idx"
 
 
+def is_url(path: str) -> bool:
+    """True for fsspec URLs (``gs://``, ``s3://``, ``memory://`` …); ``file://`` counts as local."""
+    return "://" in path and not path.startswith("file://")
+
+
+def _filesystem(url: str):
+    try:
+        import fsspec
+    except ImportError as e:  # an optional dependency: say how to get it
+        raise ImportError(
+            f"{url!r} is a URL: reading it needs fsspec and the filesystem's package "
+            "(pip install 'jaxrec[gcs]' for gs://, or fsspec with s3fs, ...)"
+        ) from e
+    return fsspec.core.url_to_fs(url)
+
+
+def open_reader(
+    path: str,
+    compression: str | None = "auto",
+    *,
+    verify: bool = True,
+    skip_errors: bool = False,
+    start_offset: int = 0,
+    start_index: int = 0,
+) -> _native.RecordReader:
+    """Opens one file for chunked reading: a local path natively, a URL through fsspec.
+
+    For a URL the native reader pulls large blocks from fsspec's file object (one Python call
+    per block, not per record); framing, CRCs, decompression and parsing stay native.
+    """
+    if path.startswith("file://"):
+        path = path[len("file://") :]
+    if not is_url(path):
+        return _native.RecordReader(
+            path, compression, verify, skip_errors, start_offset, start_index
+        )
+    fs, inner = _filesystem(path)
+    size = fs.size(inner)
+    # Blocks of 8 MiB: remote stores answer large ranged reads far better than small ones.
+    f = fs.open(inner, "rb", block_size=8 << 20)
+    return _native.RecordReader(
+        path, compression, verify, skip_errors, start_offset, start_index, file=f, size=size
+    )
+
+
 def expand_paths(paths: PathLike | Iterable[PathLike]) -> list[str]:
     """Turns a path, a glob pattern, or a list of either into a list of file paths.
 
-    Glob patterns are expanded and sorted (so every host sees the same order), leaving out
-    record indexes (``*.idx``); plain paths are kept as given, in order, even if they do not
-    exist (opening them raises later).
+    Paths may be fsspec URLs (``gs://bucket/train-*.tfrecord``). Glob patterns are expanded
+    and sorted (so every host sees the same order), leaving out record indexes (``*.idx``);
+    plain paths are kept as given, in order, even if they do not exist (opening them raises
+    later).
 
     Raises:
         FileNotFoundError: a glob pattern matches no file.
@@ -40,9 +86,15 @@ def expand_paths(paths: PathLike | Iterable[PathLike]) -> list[str]:
     for p in paths:
         p = os.fspath(p)
         if _GLOB_CHARS.intersection(p):
+            if is_url(p):
+                fs, pattern = _filesystem(p)
+                protocol = p.split("://", 1)[0]  # keep the user's spelling (gs, local, ...)
+                found = [f"{protocol}://{m}" for m in fs.glob(pattern)]
+            else:
+                found = glob.glob(p)
             # Record indexes (`jaxrec index`) sit beside their files; a pattern like
             # "train-*" must not pick them up as data.
-            matched = sorted(m for m in glob.glob(p) if not m.endswith(_INDEX_SUFFIX))
+            matched = sorted(m for m in found if not m.endswith(_INDEX_SUFFIX))
             if not matched:
                 raise FileNotFoundError(f"no file matches {p!r}")
             out.extend(matched)
@@ -91,7 +143,7 @@ def read_chunks(
     """
     skip = _on_error(on_error)
     for path in expand_paths(paths):
-        reader = _native.RecordReader(path, compression, verify=verify, skip_errors=skip)
+        reader = open_reader(path, compression, verify=verify, skip_errors=skip)
         while (chunk := reader.read_chunk(max_records or (1 << 62), chunk_bytes)) is not None:
             yield chunk
 

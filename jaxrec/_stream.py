@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from jaxrec import _native
+from jaxrec._records import open_reader
 
 __all__ = ["RecordStream", "exchange"]
 
@@ -188,7 +189,7 @@ class RecordStream:
                 return None
             file = self.order[self.files_started]
             self.files_started += 1
-        reader = _native.RecordReader(
+        reader = open_reader(
             self.paths[file], start_offset=offset, start_index=index, **self.reader_options
         )
         f = _Open(file, reader, offset, index)
@@ -384,7 +385,7 @@ class RecordStream:
         for file, by_offset in wanted.items():
             start = min(by_offset)
             index = min(t[2] for t in triples if t[0] == file and t[1] == start)
-            reader = _native.RecordReader(
+            reader = open_reader(
                 self.paths[file], start_offset=start, start_index=index, **self.reader_options
             )
             left = set(by_offset)

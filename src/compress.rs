@@ -100,18 +100,31 @@ pub struct Source {
 /// A plain file starts at `start` (a seek); a compressed stream always starts at 0, since only
 /// decompressing from the beginning reaches a position in it.
 pub fn open(path: &Path, compression: Option<Compression>, start: u64) -> io::Result<Source> {
-    let mut file = File::open(path)?;
+    let file = File::open(path)?;
+    let len = file.metadata()?.len();
+    open_stream(file, path, compression, start, Some(len))
+}
+
+/// [`open`] for any seekable byte stream (a Python file object from fsspec, say) named `name`
+/// (the name is only used to infer the compression) holding `len` bytes if known.
+pub fn open_stream<S: Read + Seek + Send + 'static>(
+    mut file: S,
+    name: &Path,
+    compression: Option<Compression>,
+    start: u64,
+    len: Option<u64>,
+) -> io::Result<Source> {
     let compression = match compression {
         Some(c) => c,
         None => {
             let mut head = [0u8; 12];
             let n = read_up_to(&mut file, &mut head)?;
             file.seek(SeekFrom::Start(0))?;
-            Compression::infer(path, &head[..n])
+            Compression::infer(name, &head[..n])
         }
     };
     let known_len = match compression {
-        Compression::None => Some(file.metadata()?.len()),
+        Compression::None => len,
         _ => None,
     };
     // The decoders read through a buffer of their own; plain files are read in large blocks

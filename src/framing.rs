@@ -129,15 +129,27 @@ impl RecordReader {
         start_index: u64,
     ) -> Result<Self> {
         let display = path.display().to_string();
-        let io_err = |e: io::Error| Error::Io {
+        let source = compress::open(path, compression, start_offset).map_err(|e| Error::Io {
             path: Some(display.clone()),
             source: e,
-        };
+        })?;
+        Self::from_source(source, display, opts, start_offset, start_index)
+    }
+
+    /// Reads an opened [`Source`] (see [`compress::open_stream`]) named `display`, resuming
+    /// like [`RecordReader::open`].
+    pub fn from_source(
+        source: Source,
+        display: String,
+        opts: ReaderOptions,
+        start_offset: u64,
+        start_index: u64,
+    ) -> Result<Self> {
         let Source {
             reader,
             known_len,
             compression,
-        } = compress::open(path, compression, start_offset).map_err(io_err)?;
+        } = source;
         let mut r = Self::from_reader(reader, Some(display.clone()), known_len, compression, opts);
         r.next_index = start_index;
         if start_offset > 0 {
@@ -282,8 +294,13 @@ impl RecordReader {
         chunk.data = Arc::clone(&self.block);
         chunk.end_offset = self.block_offset + self.pos as u64;
         chunk.next_index = self.next_index;
+        if self.done || self.eof {
+            // Nothing more will be read: close the file now, not when the reader is dropped.
+            self.src = Box::new(io::empty());
+        }
         if let Err(err) = res {
             self.done = true;
+            self.src = Box::new(io::empty());
             if chunk.is_empty() {
                 return Err(err);
             }

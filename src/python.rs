@@ -10,7 +10,7 @@ use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
 use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 
-use crate::compress::Compression;
+use crate::compress::{self, Compression};
 use crate::crc;
 use crate::decode;
 use crate::error::{Error, Location};
@@ -170,6 +170,60 @@ impl Chunk {
     }
 }
 
+/// A Python binary file object as a Rust byte stream. Each call takes the GIL for one large
+/// `read` (the reader asks for whole blocks), so the cost of crossing is per block, not per
+/// record; remote filesystems (fsspec's gcsfs, s3fs) do their own buffering below it.
+struct PyFile(Py<PyAny>);
+
+fn py_io_error(e: PyErr) -> std::io::Error {
+    std::io::Error::other(e.to_string())
+}
+
+impl std::io::Read for PyFile {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        Python::attach(|py| {
+            let data = self
+                .0
+                .bind(py)
+                .call_method1("read", (buf.len(),))
+                .map_err(py_io_error)?;
+            let bytes = data
+                .cast::<PyBytes>()
+                .map_err(|e| py_io_error(e.into()))?
+                .as_bytes();
+            let n = bytes.len().min(buf.len());
+            buf[..n].copy_from_slice(&bytes[..n]);
+            Ok(n)
+        })
+    }
+}
+
+impl Drop for PyFile {
+    /// Closes the file object as soon as the reader lets go of it (at the end of the stream or
+    /// when dropped), instead of leaving it to the garbage collector.
+    fn drop(&mut self) {
+        // try_attach: nothing to do when the interpreter is already shutting down.
+        let _ = Python::try_attach(|py| self.0.bind(py).call_method0("close").map(|_| ()));
+    }
+}
+
+impl std::io::Seek for PyFile {
+    fn seek(&mut self, pos: std::io::SeekFrom) -> std::io::Result<u64> {
+        let (offset, whence) = match pos {
+            std::io::SeekFrom::Start(o) => (o as i64, 0),
+            std::io::SeekFrom::Current(o) => (o, 1),
+            std::io::SeekFrom::End(o) => (o, 2),
+        };
+        Python::attach(|py| {
+            self.0
+                .bind(py)
+                .call_method1("seek", (offset, whence))
+                .and_then(|r| r.extract::<u64>())
+                .map_err(py_io_error)
+        })
+    }
+}
+
 /// Reads framed records from one TFRecord file, in chunks, with the GIL released.
 #[pyclass(module = "jaxrec._native", frozen)]
 struct RecordReader {
@@ -179,8 +233,12 @@ struct RecordReader {
 
 #[pymethods]
 impl RecordReader {
+    /// Opens `path`; with `file` (a binary file object, e.g. from `fsspec.open`) reads that
+    /// instead, `path` then only naming it in errors and for compression inference, and `size`
+    /// its length if known (so record lengths are checked before allocating).
     #[new]
-    #[pyo3(signature = (path, compression="auto", verify=true, skip_errors=false, start_offset=0, start_index=0))]
+    #[pyo3(signature = (path, compression="auto", verify=true, skip_errors=false, start_offset=0, start_index=0, file=None, size=None))]
+    #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
         path: PathBuf,
@@ -189,14 +247,34 @@ impl RecordReader {
         skip_errors: bool,
         start_offset: u64,
         start_index: u64,
+        file: Option<Py<PyAny>>,
+        size: Option<u64>,
     ) -> PyResult<Self> {
         let comp = parse_compression(compression).map_err(|e| to_pyerr(py, e))?;
         let opts = ReaderOptions {
             verify,
             skip_errors,
         };
+        let display = path.display().to_string();
         let reader = py
-            .detach(|| framing::RecordReader::open(&path, comp, opts, start_offset, start_index))
+            .detach(|| match file {
+                None => framing::RecordReader::open(&path, comp, opts, start_offset, start_index),
+                Some(obj) => {
+                    let source =
+                        compress::open_stream(PyFile(obj), &path, comp, start_offset, size)
+                            .map_err(|e| Error::Io {
+                                path: Some(display.clone()),
+                                source: e,
+                            })?;
+                    framing::RecordReader::from_source(
+                        source,
+                        display.clone(),
+                        opts,
+                        start_offset,
+                        start_index,
+                    )
+                }
+            })
             .map_err(|e| to_pyerr(py, e))?;
         Ok(RecordReader {
             inner: Mutex::new(reader),
