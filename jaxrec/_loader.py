@@ -41,6 +41,7 @@ __all__ = ["BatchInfo", "Loader"]
 
 _STATE_VERSION = 1
 _POLL = 0.1  # seconds between checks of the stop flag while blocked on a queue
+_GROUP = 8  # batches the planner prepares per step
 
 
 @dataclasses.dataclass(frozen=True)
@@ -345,7 +346,7 @@ class Loader:
             for k, v in run.stream_stats().items():
                 stream[k] += v
             errors += run.errors()
-            out["queue_depth"] = run.out.qsize()
+            out["queue_depth"] = (run.out if run.feeding else run.inflight).qsize()
         else:
             out["queue_depth"] = 0
         out.update(stream)
@@ -400,17 +401,26 @@ class _Run:
         self.stream: RecordStream | None = None
         self._closed_stats = {"records": 0, "bytes": 0, "skipped_records": 0, "skipped_bytes": 0}
         self._closed_errors: list[str] = []
+        # Without devices to feed, the consumer finishes batches itself: one thread and one
+        # queue hop less per batch.
+        self.feeding = loader.sharding is not None
         self.threads = [
             threading.Thread(
                 target=self._guard,
                 args=(self._plan, self.inflight),
                 name="jaxrec-planner",
                 daemon=True,
-            ),
-            threading.Thread(
-                target=self._guard, args=(self._feed, self.out), name="jaxrec-feeder", daemon=True
-            ),
+            )
         ]
+        if self.feeding:
+            self.threads.append(
+                threading.Thread(
+                    target=self._guard,
+                    args=(self._feed, self.out),
+                    name="jaxrec-feeder",
+                    daemon=True,
+                )
+            )
         for t in self.threads:
             t.start()
 
@@ -465,23 +475,33 @@ class _Run:
                 if stream_state is not None and index > 0:
                     stream.restore(stream_state)
                 n = plan.batches_per_epoch
+                b = ld.batch_size
                 while index < n:
-                    if self.stop_event.is_set():
-                        return
-                    handles = stream.next_handles(ld.batch_size)
-                    real = len(handles)
-                    job = None
-                    if real:
-                        chunks, which, rows = stream.resolve(handles)
-                        job = self.pool.submit(ld._parse, chunks, which, rows)
-                    last = index + 1 == n
-                    position = (
-                        (epoch + 1, 0, None) if last else (epoch, index + 1, stream.snapshot())
-                    )
-                    info = BatchInfo(epoch, index, real, last)
-                    if not self._put(self.inflight, (job, real, position, info)):
-                        return
-                    index += 1
+                    # Handles, chunk lookup and position for a group of batches at once: the
+                    # per-batch Python work of the planner is what the GIL would serialise.
+                    group = min(_GROUP, n - index)
+                    handles = stream.next_handles(b * group)
+                    chunks, which, rows = stream.resolve(handles)
+                    snap = stream.snapshot()
+                    for j in range(group):
+                        if self.stop_event.is_set():
+                            return
+                        lo, hi = min(j * b, len(handles)), min((j + 1) * b, len(handles))
+                        real = hi - lo
+                        job = None
+                        if real:
+                            job = self.pool.submit(ld._parse, chunks, which[lo:hi], rows[lo:hi])
+                        last = index + 1 == n
+                        # After batch j, the group's later handles are still to be batched.
+                        position = (
+                            (epoch + 1, 0, None)
+                            if last
+                            else (epoch, index + 1, snap.with_unbatched(handles[hi:]))
+                        )
+                        info = BatchInfo(epoch, index, real, last)
+                        if not self._put(self.inflight, (job, real, position, info)):
+                            return
+                        index += 1
                 leftover = len(stream.next_handles(1 << 62))
                 ld._stats["records_dropped"] += leftover
                 if leftover > plan.dropped_per_epoch:
@@ -522,16 +542,21 @@ class _Run:
                 return
 
     def get(self) -> Any:
+        source = self.out if self.feeding else self.inflight
         while True:
             try:
-                item = self.out.get(timeout=_POLL)
+                item = source.get(timeout=_POLL)
             except queue.Empty:
-                if not any(t.is_alive() for t in self.threads) and self.out.empty():
+                if not any(t.is_alive() for t in self.threads) and source.empty():
                     raise JaxrecError("the loader's threads stopped without a result") from None
                 continue
             if isinstance(item, _Failure):
                 raise item.exc
-            return item
+            if item is _END or self.feeding:
+                return item
+            job, real, position, info = item
+            parsed = job.result() if job is not None else None
+            return self.loader._finish(parsed, real), position, info
 
     def stream_stats(self) -> dict[str, int]:
         out = dict(self._closed_stats)

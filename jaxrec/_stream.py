@@ -97,6 +97,14 @@ class Snapshot:
     rng: dict | None
     registry: dict[int, tuple[int, _native.Chunk]]
     exhausted: bool
+    # Emitted records not yet batched that come before ``pending`` (see with_unbatched).
+    unbatched: np.ndarray | None = None
+
+    def with_unbatched(self, handles: np.ndarray) -> Snapshot:
+        """This position with ``handles`` (emitted, not yet batched) ahead of ``pending``."""
+        if len(handles) == 0:
+            return self
+        return dataclasses.replace(self, unbatched=handles)  # joined only by to_state
 
     def _triples(self, handles: np.ndarray) -> list[list[int]]:
         out = []
@@ -113,7 +121,11 @@ class Snapshot:
             "files_started": self.files_started,
             "open": [list(t) for t in self.open],
             "buffer": self._triples(self.buffer),
-            "pending": self._triples(self.pending),
+            "pending": self._triples(
+                self.pending
+                if self.unbatched is None
+                else np.concatenate([self.unbatched, self.pending])
+            ),
             "rng": self.rng,
             "exhausted": self.exhausted,
         }
