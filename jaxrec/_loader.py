@@ -2,13 +2,13 @@
 
 Threads (each stage hands whole batches on, never single records)::
 
-    planner thread   interleave + shuffle (jaxrec._stream) -> batches of record handles
-        │            submits one parse job per batch to the pool; reads run ahead on the pool
+    planner thread   interleave + shuffle (jaxrec._stream) -> groups of batches of record
+        │            handles; submits one parse job per batch; reads run ahead on the pool
     pool (N threads) native reads and parses, GIL released
         │
-    feeder thread    in order: pad the last batch + mask, check shapes, jax.device_put
-        │            (async) `prefetch` batches ahead of the consumer
-    consumer         `for batch in loader`
+    feeder thread    (with a sharding) in order: pad the last batch + mask, check shapes,
+        │            jax.device_put (async) `prefetch` batches ahead of the consumer
+    consumer         `for batch in loader` (without a sharding it pads and masks itself)
 
 The planner's position after each batch travels with it, so :meth:`Loader.state` is the position
 after the last batch the *consumer* received, not after what was prefetched.
