@@ -314,3 +314,50 @@ def test_vectorised_rounds_keep_the_interleave_order(tmp_path):
     ids, _ = epoch_ids(jr.Loader(paths, SPEC, batch_size=40, cycle_length=2, block_length=4))
     expect = [f * 1000 + i for r in range(10) for f in range(2) for i in range(4 * r, 4 * r + 4)]
     assert ids[0] == expect
+
+
+def test_sequence_examples_through_the_loader(tmp_path):
+    path = tmp_path / "seq.tfrecord"
+    with jr.TFRecordWriter(path) as w:
+        w.write_many(
+            [
+                jr.encode_sequence_example(
+                    context={"id": i}, feature_lists={"tok": [[t] for t in range(i % 4)]}
+                )
+                for i in range(10)
+            ]
+        )
+    loader = jr.Loader(
+        [str(path)],
+        {"id": jr.FixedLenFeature([], np.int64)},
+        batch_size=4,
+        sequence_features={
+            "tok": jr.FixedLenSequenceFeature([], np.int64, max_len=3, truncate=True)
+        },
+    )
+    batches = list(loader)
+    assert len(batches) == 3
+    b = batches[0]
+    assert b["tok"].shape == (4, 3)
+    assert b["id"].tolist() == [0, 1, 2, 3]
+    assert b["tok_length"].tolist() == [0, 1, 2, 3]
+    assert b["tok"][3].tolist() == [0, 1, 2]
+    assert batches[-1]["mask"].tolist() == [True, True, False, False]
+
+
+def test_images_through_the_loader(tmp_path):
+    rng = np.random.default_rng(0)
+    path = tmp_path / "img.tfrecord"
+    with jr.TFRecordWriter(path) as w:
+        for i in range(6):
+            img = rng.integers(0, 255, (10 + i, 12, 3), dtype=np.uint8)
+            w.write(jr.encode_example({"image": img, "label": i}, formats={"image": "png"}))
+    spec = {
+        "image": jr.Image(shape=(8, 8, 3), resize="crop_or_pad"),
+        "label": jr.FixedLenFeature([], np.int64),
+    }
+    batches = list(jr.Loader([str(path)], spec, batch_size=4, shuffle=True, seed=0))
+    assert [b["image"].shape for b in batches] == [(4, 8, 8, 3)] * 2
+    assert batches[0]["image"].dtype == np.uint8
+    labels = sorted(i for b in batches for i in b["label"][b["mask"]].tolist())
+    assert labels == list(range(6))
