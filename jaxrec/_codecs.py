@@ -22,6 +22,7 @@ import ml_dtypes
 import numpy as np
 
 from jaxrec import _native
+from jaxrec._encode import _varint
 from jaxrec._spec import _dtype_code, _resolve_dtype
 from jaxrec.errors import EncodeError, FeatureSpecError
 
@@ -204,12 +205,3 @@ def parse_tensor(serialized: bytes, dtype: Any) -> np.ndarray:
     if view is not None:
         values = values.view(_VIEWS[view])
     return values.reshape(values.shape[1:])
-
-
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while n > 0x7F:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
