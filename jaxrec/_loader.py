@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from jaxrec._device import check_batch_fits, to_device
+from jaxrec._index import TFRecordIndex
 from jaxrec._parse import ExampleParser
 from jaxrec._records import PathLike, expand_paths, open_reader
 from jaxrec._sharding import HostShard, host_shard, plan_shards
@@ -70,6 +71,11 @@ _END = object()
 
 
 def _count_records(path: str, reader_options: dict[str, Any]) -> int:
+    """Records in ``path``: from its record index if one is fresh, else a framing-only pass."""
+    try:
+        return len(TFRecordIndex.load(path))
+    except (OSError, JaxrecError):  # no index, a stale one, or one we cannot read
+        pass
     reader = open_reader(path, **{**reader_options, "verify": False})
     n = 0
     while (chunk := reader.read_chunk(1 << 62, 8 << 20)) is not None:
@@ -109,8 +115,8 @@ class Loader:
         on_error: ``"raise"`` or ``"skip"`` (bad records skipped and counted in
             :meth:`stats`; parse errors always raise).
         process_index, process_count: this host's shard (default: JAX's).
-        record_counts: record count of each file, if known (else counted at start, a
-            framing-only pass over the files).
+        record_counts: record count of each file, if known; else taken from fresh record
+            indexes (``jaxrec index``) or counted at start by a framing-only pass.
         chunk_bytes: size of the blocks files are read in.
         mask_key: the key of the mask in each batch.
         state: a :meth:`state` from an earlier run with the same arguments, to resume from.

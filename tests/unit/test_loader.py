@@ -361,3 +361,18 @@ def test_images_through_the_loader(tmp_path):
     assert batches[0]["image"].dtype == np.uint8
     labels = sorted(i for b in batches for i in b["label"][b["mask"]].tolist())
     assert labels == list(range(6))
+
+
+def test_counts_come_from_fresh_indexes(tmp_path, monkeypatch):
+    paths = write_files(tmp_path, [9, 4])
+    jr.TFRecordIndex.build(paths[0]).save()
+    counted = []
+    real = jr._loader.open_reader
+
+    def spy(path, *args, **kwargs):
+        counted.append(path)
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(jr._loader, "open_reader", spy)
+    loader = jr.Loader(paths, SPEC, batch_size=4)
+    assert loader.record_counts == [9, 4] and counted == [paths[1]]  # only the unindexed file
