@@ -385,6 +385,7 @@ impl<'a> Decode<'a, &'a [u8]> for BytesDecoder {
 
 /// Splits a `Feature` message into its list type and the list's bytes. An empty message (no
 /// kind set) has no type. Like TensorFlow's fast parser, the first field decides.
+#[inline]
 pub(crate) fn split_feature(
     feature: &[u8],
 ) -> std::result::Result<Option<(Wire, &[u8])>, &'static str> {
@@ -416,8 +417,10 @@ fn scan_map<'a>(
     slots: &mut [Option<&'a [u8]>],
     example_features: bool,
     what: &'static str,
+    keys: &mut KeyCache<'a>,
 ) -> std::result::Result<(), &'static str> {
     let mut pos = 0;
+    let mut entry_index = 0;
     while pos < map.len() {
         match read_key(map, &mut pos) {
             Some((1, wire::LEN)) => {}
@@ -441,7 +444,9 @@ fn scan_map<'a>(
         if p != entry.len() {
             return Err("map entry has fields after its key and value");
         }
-        if let Some(slot) = spec.slot(key) {
+        let slot = keys.slot(entry_index, key, spec);
+        entry_index += 1;
+        if let Some(slot) = slot {
             let keep_earlier = example_features
                 && value.is_empty()
                 && slots[slot].is_some()
@@ -454,12 +459,40 @@ fn scan_map<'a>(
     Ok(())
 }
 
+/// The slot each map entry of the previous record resolved to, by entry position.
+///
+/// Records of a dataset nearly always list their features in the same order (writers serialise
+/// maps deterministically), so comparing an entry's key with the key at the same position in
+/// the previous record answers the lookup without hashing; only a miss goes to the hash table.
+#[derive(Default)]
+struct KeyCache<'a> {
+    by_position: Vec<(&'a [u8], Option<usize>)>,
+}
+
+impl<'a> KeyCache<'a> {
+    #[inline]
+    fn slot(&mut self, position: usize, key: &'a [u8], spec: &CompiledSpec) -> Option<usize> {
+        if let Some(&(seen, slot)) = self.by_position.get(position) {
+            if seen == key {
+                return slot;
+            }
+        }
+        let slot = spec.slot(key);
+        match self.by_position.get_mut(position) {
+            Some(entry) => *entry = (key, slot),
+            None => self.by_position.push((key, slot)),
+        }
+        slot
+    }
+}
+
 /// Scans one serialized Example (`seq = None`) or SequenceExample.
 fn scan_record<'a>(
     record: &'a [u8],
     context: &CompiledSpec,
     ctx_slots: &mut [Option<&'a [u8]>],
     seq: Option<(&CompiledSpec, &mut [Option<&'a [u8]>])>,
+    keys: &mut [KeyCache<'a>; 2],
 ) -> std::result::Result<(), &'static str> {
     let mut seq = seq;
     let mut pos = 0;
@@ -471,12 +504,13 @@ fn scan_record<'a>(
                     read_len_delimited(record, &mut pos).ok_or("features overrun the record")?;
                 // TensorFlow's SequenceExample parser lacks the Example parser's kind-less rule.
                 let what = "unexpected field in Features";
-                scan_map(map, context, ctx_slots, seq.is_none(), what)?;
+                scan_map(map, context, ctx_slots, seq.is_none(), what, &mut keys[0])?;
             }
             (2, wire::LEN, Some((spec, slots))) => {
                 let map = read_len_delimited(record, &mut pos)
                     .ok_or("feature_lists overrun the record")?;
-                scan_map(map, spec, slots, false, "unexpected field in FeatureLists")?;
+                let what = "unexpected field in FeatureLists";
+                scan_map(map, spec, slots, false, what, &mut keys[1])?;
             }
             _ => skip_value(record, &mut pos, wt).ok_or("malformed field")?,
         }
@@ -512,6 +546,7 @@ impl Ctx<'_> {
     }
 
     /// Splits a found Feature, checking its list type against the spec.
+    #[inline]
     fn list<'a>(&self, row: usize, feature: &'a [u8]) -> Result<Option<&'a [u8]>> {
         match split_feature(feature) {
             Err(m) => Err(self.err(row, format!("malformed Feature: {m}"))),
@@ -1009,9 +1044,10 @@ pub fn parse_examples<'a>(records: &[&'a [u8]], spec: &'a CompiledSpec) -> Resul
     // found[f * b + row]: column-major so pass 2 reads each feature's rows contiguously.
     let mut found: Vec<Found<'a>> = vec![None; s * b];
     let mut slots: Vec<Found<'a>> = vec![None; s];
+    let mut keys: [KeyCache<'a>; 2] = Default::default();
     for (row, rec) in records.iter().enumerate() {
         slots.iter_mut().for_each(|x| *x = None);
-        scan_record(rec, spec, &mut slots, None).map_err(|m| Error::Parse {
+        scan_record(rec, spec, &mut slots, None, &mut keys).map_err(|m| Error::Parse {
             row,
             feature: None,
             detail: format!("malformed tf.train.Example: {m}"),
@@ -1041,15 +1077,21 @@ pub fn parse_sequence_examples<'a>(
     let mut found_s: Vec<Found<'a>> = vec![None; ss * b];
     let mut slots_c: Vec<Found<'a>> = vec![None; sc];
     let mut slots_s: Vec<Found<'a>> = vec![None; ss];
+    let mut keys: [KeyCache<'a>; 2] = Default::default();
     for (row, rec) in records.iter().enumerate() {
         slots_c.iter_mut().for_each(|x| *x = None);
         slots_s.iter_mut().for_each(|x| *x = None);
-        scan_record(rec, context, &mut slots_c, Some((sequence, &mut slots_s))).map_err(|m| {
-            Error::Parse {
-                row,
-                feature: None,
-                detail: format!("malformed tf.train.SequenceExample: {m}"),
-            }
+        scan_record(
+            rec,
+            context,
+            &mut slots_c,
+            Some((sequence, &mut slots_s)),
+            &mut keys,
+        )
+        .map_err(|m| Error::Parse {
+            row,
+            feature: None,
+            detail: format!("malformed tf.train.SequenceExample: {m}"),
         })?;
         for (f, slot) in slots_c.iter().enumerate() {
             found_c[f * b + row] = *slot;

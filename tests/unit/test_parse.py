@@ -239,3 +239,26 @@ def test_parse_matches_protobuf_reference(rows, floats):
         n = out["v_length"][i]
         assert out["v"][i, :n].tolist() == list(ref["v"].int64_list.value)
         np.testing.assert_array_equal(out["f"][i], np.array(ref["f"].float_list.value, np.float32))
+
+
+def test_records_with_different_key_orders_in_one_batch():
+    # The parser predicts each map entry's key from the previous record's entry at the same
+    # position; records whose keys come in another order (or number) must still parse right.
+    def raw(*pairs):
+        msg = Example()
+        for k, v in pairs:
+            msg.features.feature[k].int64_list.value.append(v)
+        return msg.SerializeToString()
+
+    recs = [
+        raw(("a", 1), ("b", 2), ("c", 3)),
+        raw(("c", 30), ("a", 10), ("b", 20)),
+        raw(("b", 200)),
+        raw(("x", 9), ("a", 1000), ("b", 2000), ("c", 3000)),
+        ex(a=5) + ex(a=6, b=7),  # merged messages: repeated key, last wins
+    ]
+    spec = {k: jr.FixedLenFeature([], np.int64, default_value=-1) for k in "abc"}
+    out = jr.parse_example(recs, spec)
+    assert out["a"].tolist() == [1, 10, -1, 1000, 6]
+    assert out["b"].tolist() == [2, 20, 200, 2000, 7]
+    assert out["c"].tolist() == [3, 30, -1, 3000, -1]
