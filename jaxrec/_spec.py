@@ -38,7 +38,6 @@ __all__ = [
 
 # Wire types of tf.train.Feature's oneof, as the native parser numbers them.
 WIRE_BYTES, WIRE_FLOAT, WIRE_INT64 = 0, 1, 2
-_WIRE_NAMES = {WIRE_BYTES: "bytes_list", WIRE_FLOAT: "float_list", WIRE_INT64: "int64_list"}
 
 # Output dtype codes shared with src/spec.rs (`OutDType::from_code`).
 _INT_CODES = {
@@ -369,11 +368,6 @@ class CompiledFeature:
         if self.has_valid:
             keys.append(valid_key(self.name))
         return tuple(keys)
-
-    @property
-    def wire_name(self) -> str:
-        """The tf.train.Feature list this feature is read from."""
-        return _WIRE_NAMES[self.wire]
 
     def native_tuple(self) -> tuple:
         """The arguments ``_native.ExampleParser`` takes for this feature.
