@@ -209,7 +209,13 @@ class Loader:
             "host_to_device_seconds": 0.0,
             "consumer_wait_seconds": 0.0,
         }
-        self._stream_stats = {"records": 0, "bytes": 0, "skipped_records": 0, "skipped_bytes": 0}
+        self._stream_stats: dict[str, float] = {
+            "records": 0,
+            "bytes": 0,
+            "skipped_records": 0,
+            "skipped_bytes": 0,
+            "read_seconds": 0.0,
+        }
         self._errors: list[str] = []
         self._run: _Run | None = None
         self._lock = threading.Lock()
@@ -340,7 +346,8 @@ class Loader:
 
         ``records``/``bytes`` read, ``skipped_records``/``skipped_bytes`` and the first
         ``errors`` (with ``on_error="skip"``), ``records_dropped`` (``drop_remainder``),
-        ``batches``, ``padded_rows``, ``parse_seconds`` (summed over threads),
+        ``batches``, ``padded_rows``, ``read_seconds`` and ``parse_seconds`` (native reads and
+        parses, summed over threads),
         ``host_to_device_seconds``, ``consumer_wait_seconds`` (time the training loop waited for
         input) and ``queue_depth`` (batches ready now).
         """
@@ -405,7 +412,7 @@ class _Run:
         self.inflight: queue.Queue = queue.Queue(maxsize=loader.num_threads + loader.prefetch)
         self.out: queue.Queue = queue.Queue(maxsize=loader.prefetch)
         self.stream: RecordStream | None = None
-        self._closed_stats = {"records": 0, "bytes": 0, "skipped_records": 0, "skipped_bytes": 0}
+        self._closed_stats = dict.fromkeys(loader._stream_stats, 0)
         self._closed_errors: list[str] = []
         # Without devices to feed, the consumer finishes batches itself: one thread and one
         # queue hop less per batch.

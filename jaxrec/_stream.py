@@ -24,6 +24,7 @@ from __future__ import annotations
 import collections
 import concurrent.futures
 import dataclasses
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -189,7 +190,13 @@ class RecordStream:
         self.registry: dict[int, tuple[int, _native.Chunk]] = {}
         self.next_chunk_id = 0
         self.exhausted = False
-        self.stats = {"records": 0, "bytes": 0, "skipped_records": 0, "skipped_bytes": 0}
+        self.stats = {
+            "records": 0,
+            "bytes": 0,
+            "skipped_records": 0,
+            "skipped_bytes": 0,
+            "read_seconds": 0.0,
+        }
         self.errors: list[str] = []
         self._rounds = 0
 
@@ -209,7 +216,15 @@ class RecordStream:
         return f
 
     def _read_ahead(self, f: _Open) -> None:
-        f.ahead = self.pool.submit(f.reader.read_chunk, 1 << 62, self.chunk_bytes)
+        f.ahead = self.pool.submit(self._timed_read, f.reader)
+
+    def _timed_read(self, reader: _native.RecordReader) -> _native.Chunk | None:
+        t0 = time.perf_counter()
+        try:
+            return reader.read_chunk(1 << 62, self.chunk_bytes)
+        finally:
+            # Summed over the pool's threads, like the loader's parse_seconds.
+            self.stats["read_seconds"] += time.perf_counter() - t0
 
     def _next_chunk(self, f: _Open) -> bool:
         """Moves the read-ahead chunk of ``f`` into its queue; False at the end of the file."""
