@@ -23,12 +23,12 @@ import numpy as np
 
 from jaxrec import _native
 from jaxrec._encode import _varint
+from jaxrec._parse import _VIEWS
 from jaxrec._spec import _dtype_code, _resolve_dtype
 from jaxrec.errors import EncodeError, FeatureSpecError
 
 __all__ = ["decode_image", "encode_jpeg", "encode_png", "parse_tensor", "serialize_tensor"]
 
-_VIEWS = {"float16": np.dtype(np.float16), "bfloat16": np.dtype(ml_dtypes.bfloat16)}
 
 # TensorFlow's DataType numbers (tensorflow/core/framework/types.proto).
 _TF_DTYPES = {

@@ -37,21 +37,18 @@ package are installed.
 from __future__ import annotations
 
 import contextlib
-import gzip
 import os
 import struct
 import threading
 import warnings
-import zlib
-from array import array
 from collections.abc import Iterable, Sequence
-from typing import Any, BinaryIO
+from typing import Any
 
 import numpy as np
 
 from jaxrec import _native
-from jaxrec._records import expand_paths
-from jaxrec.errors import CorruptRecordError, StaleIndexError, TruncatedRecordError
+from jaxrec._records import expand_paths, open_reader, url_filesystem
+from jaxrec.errors import CorruptRecordError, StaleIndexError
 
 __all__ = ["RandomAccessReader", "StaleIndexError", "TFRecordIndex", "index_path"]
 
@@ -80,22 +77,10 @@ def is_index_file(path: str) -> bool:
         return f.read(len(MAGIC)) == MAGIC
 
 
-def _fs(path: str) -> tuple[Any, str]:
-    """Returns ``(fsspec filesystem, path in it)`` for a URL."""
-    try:
-        import fsspec
-    except ImportError as e:  # pragma: no cover - depends on the environment
-        raise ImportError(
-            f"{path!r} is a URL: reading it needs fsspec and the filesystem's package "
-            "(pip install fsspec gcsfs, or s3fs, …)"
-        ) from e
-    return fsspec.core.url_to_fs(path)
-
-
 def _fingerprint(path: str) -> tuple[int, int, int, int]:
     """``(size, mtime_ns, head_crc, tail_crc)`` of a file."""
     if _is_url(path):
-        fs, p = _fs(path)
+        fs, p = url_filesystem(path)
         info = fs.info(p)
         size = int(info["size"])
         mtime = info.get("mtime") or info.get("created") or 0
@@ -112,89 +97,9 @@ def _fingerprint(path: str) -> tuple[int, int, int, int]:
     return size, mtime_ns, _native.masked_crc32c(head), _native.masked_crc32c(tail)
 
 
-def _sniff_compression(name: str, head: bytes) -> str:
-    """The same decision as the native ``compression="auto"`` (``src/compress.rs``)."""
-    lower = name.lower()
-    if lower.endswith((".gz", ".gzip")):
-        return "GZIP"
-    if lower.endswith((".zlib", ".zz")):
-        return "ZLIB"
-    if len(head) >= 12 and _native.masked_crc32c(head[:8]) == struct.unpack_from("<I", head, 8)[0]:
-        return ""
-    if len(head) >= 2:
-        if head[:2] == b"\x1f\x8b":
-            return "GZIP"
-        cmf, flg = head[0], head[1]
-        if cmf & 0x0F == 8 and cmf >> 4 <= 7 and (cmf * 256 + flg) % 31 == 0:
-            return "ZLIB"
-    return ""
-
-
 def compression_of(path: str) -> str:
     """How ``"auto"`` resolves the compression of a file: ``""``, ``"GZIP"`` or ``"ZLIB"``."""
-    if not _is_url(path):
-        return _native.RecordReader(path, "auto", verify=False).compression
-    fs, p = _fs(path)
-    return _sniff_compression(path, fs.cat_file(p, start=0, end=12))
-
-
-class _ZlibStream:
-    """A ``read(n)`` view of a ZLIB stream (``gzip.GzipFile`` does the same for GZIP)."""
-
-    def __init__(self, raw: BinaryIO) -> None:
-        self._raw, self._z, self._buf = raw, zlib.decompressobj(), b""
-
-    def read(self, n: int) -> bytes:
-        while len(self._buf) < n and not self._z.eof:
-            data = self._raw.read(1 << 20)
-            self._buf += self._z.decompress(data) if data else self._z.flush()
-            if not data:
-                break
-        out, self._buf = self._buf[:n], self._buf[n:]
-        return out
-
-
-def _frame_offsets(stream: Any, path: str) -> tuple[array, int]:
-    """Frames a (decompressed) stream in Python: the offsets of its records and its end.
-
-    Used for URLs, where the native reader (local files only) cannot go. Only the headers are
-    checked (length CRC); payloads are skipped.
-    """
-    offsets = array("Q")
-    buf, base, pos = b"", 0, 0  # buf holds stream bytes [base, base + len(buf))
-    while True:
-        while base + len(buf) < pos + _RECORD_HEADER:
-            more = stream.read(_BLOCK)
-            if not more:
-                break
-            if pos >= base + len(buf):
-                base, buf = base + len(buf), more
-            else:
-                buf, base = buf[pos - base :] + more, pos
-        avail = base + len(buf) - pos
-        if avail == 0:
-            return offsets, pos
-        if avail < 0:
-            raise TruncatedRecordError(
-                f"the last record needs {-avail} more bytes than the file holds",
-                path=path,
-                record_index=len(offsets) - 1,
-                byte_offset=int(offsets[-1]),
-            )
-        if avail < _RECORD_HEADER:
-            raise TruncatedRecordError(
-                f"the file ends {avail} bytes into a record header",
-                path=path,
-                record_index=len(offsets),
-                byte_offset=pos,
-            )
-        length, crc = struct.unpack_from("<QI", buf, pos - base)
-        if _native.masked_crc32c(buf[pos - base : pos - base + 8]) != crc:
-            raise CorruptRecordError(
-                "length CRC mismatch", path=path, record_index=len(offsets), byte_offset=pos
-            )
-        offsets.append(pos)
-        pos += _RECORD_HEADER + length + _RECORD_FOOTER
+    return open_reader(path, verify=False).compression
 
 
 # --- the index of one file ------------------------------------------------------------------------
@@ -273,28 +178,14 @@ class TFRecordIndex:
         """
         path = os.fspath(path)
         fingerprint = _fingerprint(path)
-        if not _is_url(path):
-            reader = _native.RecordReader(path, "auto", verify=False)
-            parts, end = [], 0
-            while (chunk := reader.read_chunk(1 << 62, _BLOCK)) is not None:
-                parts.append(chunk.file_offsets)
-                end = chunk.end_offset
-            offsets = np.concatenate(parts) if parts else np.zeros(0, np.uint64)
-            return cls(path, offsets, end, reader.compression, fingerprint)
-        fs, p = _fs(path)
-        head = fs.cat_file(p, start=0, end=min(12, fingerprint[0])) if fingerprint[0] else b""
-        compression = _sniff_compression(path, head)
-        with fs.open(p, "rb", block_size=_BLOCK) as raw:
-            stream: Any = raw
-            if compression == "GZIP":
-                stream = gzip.GzipFile(fileobj=raw)
-            elif compression == "ZLIB":
-                stream = _ZlibStream(raw)
-            try:
-                offs, end = _frame_offsets(stream, path)
-            except (OSError, EOFError, zlib.error) as e:
-                raise CorruptRecordError(f"broken {compression} stream: {e}", path=path) from e
-        return cls(path, np.frombuffer(offs, np.uint64), end, compression, fingerprint)
+        # The native reader frames local files and fsspec URLs alike (open_reader picks).
+        reader = open_reader(path, verify=False)
+        parts, end = [], 0
+        while (chunk := reader.read_chunk(1 << 62, _BLOCK)) is not None:
+            parts.append(chunk.file_offsets)
+            end = chunk.end_offset
+        offsets = np.concatenate(parts) if parts else np.zeros(0, np.uint64)
+        return cls(path, offsets, end, reader.compression, fingerprint)
 
     def to_bytes(self) -> bytes:
         """The index in the on-disk format."""
@@ -343,7 +234,7 @@ class TFRecordIndex:
         target = os.fspath(where) if where is not None else index_path(self.path, index_dir)
         data = self.to_bytes()
         if _is_url(target):
-            fs, p = _fs(target)
+            fs, p = url_filesystem(target)
             fs.pipe_file(p, data)
             return target
         os.makedirs(os.path.dirname(target) or ".", exist_ok=True)
@@ -366,7 +257,7 @@ class TFRecordIndex:
         path = os.fspath(path)
         where = index_path(path, index_dir)
         if _is_url(where):
-            fs, p = _fs(where)
+            fs, p = url_filesystem(where)
             if not fs.exists(p):
                 raise FileNotFoundError(where)
             data = fs.cat_file(p)
@@ -591,7 +482,7 @@ class RandomAccessReader:
             return self._read_compressed(f, j)
         start, end = ix.span(j)
         if _is_url(ix.path):
-            fs, p = _fs(ix.path)
+            fs, p = url_filesystem(ix.path)
             buf = fs.cat_file(p, start=start, end=end)
         else:
             buf = os.pread(self._fd(f), end - start, start)
@@ -633,13 +524,11 @@ class RandomAccessReader:
 
     def _read_compressed(self, f: int, j: int) -> bytes:
         ix = self.indexes[f]
-        if _is_url(ix.path):
-            raise ValueError(f"{ix.path}: random access to compressed URLs is not supported")
         with self._lock:
             reader, nxt = self._streams.pop(f, (None, -1))
         if reader is None or j < nxt:
             start, _ = ix.span(j)
-            reader = _native.RecordReader(
+            reader = open_reader(
                 ix.path, ix.compression, verify=self.verify, start_offset=start, start_index=j
             )
             nxt = j

@@ -19,9 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from jaxrec import _native
 from jaxrec._proto import SequenceExample
-from jaxrec._records import expand_paths
+from jaxrec._records import expand_paths, open_reader
 
 __all__ = ["FeatureStats", "Schema", "describe_record", "infer_schema"]
 
@@ -318,7 +317,7 @@ def _sample(paths: list[str], limit: int | None) -> Iterator[tuple[bytes | None,
     per_file = None if not limit else max(1, -(-limit // max(1, len(paths))))
     complete = True
     for path in paths:
-        reader = _native.RecordReader(path, "auto", verify=False)
+        reader = open_reader(path, verify=False)
         taken = 0
         while per_file is None or taken < per_file:
             want = (1 << 62) if per_file is None else per_file - taken

@@ -14,7 +14,15 @@ from typing import Literal
 
 from jaxrec import _native
 
-__all__ = ["TFRecordWriter", "expand_paths", "is_url", "open_reader", "read_chunks", "read_records"]
+__all__ = [
+    "TFRecordWriter",
+    "expand_paths",
+    "is_url",
+    "open_reader",
+    "read_chunks",
+    "read_records",
+    "url_filesystem",
+]
 
 PathLike = str | os.PathLike
 Compression = Literal["auto", "GZIP", "ZLIB", ""] | None
@@ -29,7 +37,12 @@ def is_url(path: str) -> bool:
     return "://" in path and not path.startswith("file://")
 
 
-def _filesystem(url: str):
+def url_filesystem(url: str):
+    """Returns ``(fsspec filesystem, path in it)`` for an fsspec URL.
+
+    Raises:
+        ImportError: fsspec (or the filesystem's package) is not installed, with how to get it.
+    """
     try:
         import fsspec
     except ImportError as e:  # an optional dependency: say how to get it
@@ -60,7 +73,7 @@ def open_reader(
         return _native.RecordReader(
             path, compression, verify, skip_errors, start_offset, start_index
         )
-    fs, inner = _filesystem(path)
+    fs, inner = url_filesystem(path)
     size = fs.size(inner)
     # Blocks of 8 MiB: remote stores answer large ranged reads far better than small ones.
     f = fs.open(inner, "rb", block_size=8 << 20)
@@ -87,7 +100,7 @@ def expand_paths(paths: PathLike | Iterable[PathLike]) -> list[str]:
         p = os.fspath(p)
         if _GLOB_CHARS.intersection(p):
             if is_url(p):
-                fs, pattern = _filesystem(p)
+                fs, pattern = url_filesystem(p)
                 protocol = p.split("://", 1)[0]  # keep the user's spelling (gs, local, ...)
                 found = [f"{protocol}://{m}" for m in fs.glob(pattern)]
             else:

@@ -25,11 +25,10 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from jaxrec import _native
 from jaxrec._index import TFRecordIndex, index_path, is_index_file
 from jaxrec._inspect import Schema, describe_record, format_record, infer_schema
 from jaxrec._parse import ExampleParser
-from jaxrec._records import expand_paths
+from jaxrec._records import expand_paths, open_reader
 from jaxrec.errors import (
     CorruptRecordError,
     ExampleParseError,
@@ -274,7 +273,7 @@ def _cmd_head(args: argparse.Namespace) -> int:
     files = _files(args.files)
     position, shown = 0, 0  # records seen across the files, records printed
     for path in files:
-        reader = _native.RecordReader(path, "auto", verify=not args.no_verify)
+        reader = open_reader(path, verify=not args.no_verify)
         while shown < args.n:
             chunk = reader.read_chunk(max(1, args.skip + args.n - position), 4 << 20)
             if chunk is None:
@@ -326,7 +325,7 @@ def _count_file(path: str, advance: Callable) -> dict:
         }
     records = 0
     try:
-        reader = _native.RecordReader(path, "auto", verify=False)
+        reader = open_reader(path, verify=False)
         comp = reader.compression or "none"
         for chunk in _chunks(reader, path, advance):
             records += len(chunk)
@@ -390,7 +389,7 @@ def _framing_errors(path: str, messages: list[str]) -> list[dict]:
 def _verify_file(path: str, advance: Callable, parse: Callable | None) -> dict:
     errors: list[dict] = []
     records = bad = 0
-    reader = _native.RecordReader(path, "auto", verify=True, skip_errors=True)
+    reader = open_reader(path, verify=True, skip_errors=True)
     try:
         for chunk in _chunks(reader, path, advance, max_records=4096):
             records += len(chunk)
@@ -584,7 +583,7 @@ def _bench_chunks(files: list[str], parse: Callable, args: argparse.Namespace) -
     totals = {"records": 0, "payload_bytes": 0, "read_s": 0.0, "parse_s": 0.0}
 
     def work(path: str) -> None:
-        reader = _native.RecordReader(path, "auto", verify=not args.no_verify)
+        reader = open_reader(path, verify=not args.no_verify)
         records = payload = 0
         read_s = parse_s = 0.0
         while True:

@@ -12,7 +12,6 @@ import numpy as np
 import pytest
 
 import jaxrec as jr
-from jaxrec import _index
 from jaxrec._index import RandomAccessReader, StaleIndexError, TFRecordIndex, index_path
 
 
@@ -265,6 +264,11 @@ def test_fsspec_urls(tmp_path):
         assert (
             gz_index.compression == "GZIP" and gz_index.offsets.tolist() == index.offsets.tolist()
         )
+        # Compressed URLs read through the same native reader as local files.
+        with pytest.warns(UserWarning, match="built record indexes"):
+            gz_reader = RandomAccessReader(url + ".gz", allow_compressed=True, save_index=False)
+        assert [gz_reader[i] for i in (3, 40, 41)] == [recs[3], recs[40], recs[41]]
+        gz_reader.close()
         fs.pipe_file("/jaxrec-test/a.tfrecord", read(local)[:-5])
         with pytest.raises(StaleIndexError):
             TFRecordIndex.load(url)
@@ -274,16 +278,24 @@ def test_fsspec_urls(tmp_path):
         fs.rm("/jaxrec-test", recursive=True)
 
 
-def test_python_framing_agrees_with_native(tmp_path):
-    import io
-
+def test_url_index_matches_local_and_reports_broken_files(tmp_path):
+    # Local files and URLs are framed by the same native reader (through open_reader).
+    fsspec = pytest.importorskip("fsspec")
     recs = [b"", b"a", bytes(range(256)) * 300, b"xyz"]
     path = write(tmp_path / "z.tfrecord", recs)
     raw = read(path)
-    offsets, end = _index._frame_offsets(io.BytesIO(raw), path)
-    native = TFRecordIndex.build(path)
-    assert list(offsets) == native.offsets.tolist() and end == native.data_end == len(raw)
-    with pytest.raises(jr.CorruptRecordError, match="length CRC"):
-        _index._frame_offsets(io.BytesIO(raw[:3] + b"\xff" + raw[4:]), path)
-    with pytest.raises(jr.TruncatedRecordError):
-        _index._frame_offsets(io.BytesIO(raw[:20]), path)
+    fs = fsspec.filesystem("memory")
+    cases = {"ok": raw, "crc": raw[:3] + b"\xff" + raw[4:], "short": raw[:20]}
+    try:
+        for name, data in cases.items():
+            fs.pipe_file(f"/jaxrec-frame/{name}.tfrecord", data)
+        url = "memory://jaxrec-frame/{}.tfrecord".format
+        index, native = TFRecordIndex.build(url("ok")), TFRecordIndex.build(path)
+        assert index.offsets.tolist() == native.offsets.tolist()
+        assert index.data_end == native.data_end == len(raw)
+        with pytest.raises(jr.CorruptRecordError, match="length CRC"):
+            TFRecordIndex.build(url("crc"))
+        with pytest.raises(jr.TruncatedRecordError):
+            TFRecordIndex.build(url("short"))
+    finally:
+        fs.rm("/jaxrec-frame", recursive=True)
