@@ -35,7 +35,7 @@ from jaxrec._parse import ExampleParser
 from jaxrec._records import PathLike, expand_paths, open_reader
 from jaxrec._sharding import HostShard, host_shard, plan_shards
 from jaxrec._spec import KIND_FIXED, compile_spec
-from jaxrec._stream import RecordStream, Snapshot
+from jaxrec._stream import STAT_KEYS, RecordStream, Snapshot
 from jaxrec.errors import FeatureSpecError, JaxrecError
 
 __all__ = ["BatchInfo", "Loader"]
@@ -209,13 +209,7 @@ class Loader:
             "host_to_device_seconds": 0.0,
             "consumer_wait_seconds": 0.0,
         }
-        self._stream_stats: dict[str, float] = {
-            "records": 0,
-            "bytes": 0,
-            "skipped_records": 0,
-            "skipped_bytes": 0,
-            "read_seconds": 0.0,
-        }
+        self._stream_stats: dict[str, float] = dict.fromkeys(STAT_KEYS, 0)
         self._errors: list[str] = []
         self._run: _Run | None = None
         self._lock = threading.Lock()
@@ -355,10 +349,11 @@ class Loader:
         out = dict(self._stats)
         stream = dict(self._stream_stats)
         errors = list(self._errors)
-        if run is not None:
-            for k, v in run.stream_stats().items():
+        live = run.stream if run is not None else None
+        if live is not None:  # the epoch being read; finished ones are in the totals
+            for k, v in live.stats.items():
                 stream[k] += v
-            errors += run.errors()
+        if run is not None:
             out["queue_depth"] = (run.out if run.feeding else run.inflight).qsize()
         else:
             out["queue_depth"] = 0
@@ -412,8 +407,6 @@ class _Run:
         self.inflight: queue.Queue = queue.Queue(maxsize=loader.num_threads + loader.prefetch)
         self.out: queue.Queue = queue.Queue(maxsize=loader.prefetch)
         self.stream: RecordStream | None = None
-        self._closed_stats = dict.fromkeys(loader._stream_stats, 0)
-        self._closed_errors: list[str] = []
         # Without devices to feed, the consumer finishes batches itself: one thread and one
         # queue hop less per batch.
         self.feeding = loader.sharding is not None
@@ -519,7 +512,7 @@ class _Run:
                 ld._stats["records_dropped"] += leftover
                 if leftover > plan.dropped_per_epoch:
                     # More records than counted at start: the files changed under us.
-                    self._closed_errors.append(
+                    ld._errors.append(
                         f"epoch {epoch}: {leftover - plan.dropped_per_epoch} records beyond the "
                         "counted ones were not read; did the files change since they were counted?"
                     )
@@ -529,13 +522,19 @@ class _Run:
         self._put(self.inflight, _END)
 
     def _retire(self, stream: RecordStream) -> None:
-        for f in stream.open:
-            stream._close(f)
-        for k, v in stream.stats.items():
-            self._closed_stats[k] += v
-        self._closed_errors.extend(stream.errors)
+        """Closes a finished (or stopped) epoch's stream and adds its counters to the totals."""
         stream.close()
         self.stream = None
+        ld = self.loader
+        for k, v in stream.stats.items():
+            ld._stream_stats[k] += v
+        ld._errors.extend(stream.errors)
+
+    def _ready(self, item: tuple) -> tuple:
+        """Waits for a batch's parse and pads it: ``(batch, position, info)``."""
+        job, real, position, info = item
+        parsed = job.result() if job is not None else None
+        return self.loader._finish(parsed, real), position, info
 
     def _feed(self) -> None:
         ld = self.loader
@@ -544,9 +543,7 @@ class _Run:
             if item is _END or isinstance(item, _Failure):
                 self._put(self.out, item)
                 return
-            job, real, position, info = item
-            parsed = job.result() if job is not None else None
-            batch = ld._finish(parsed, real)
+            batch, position, info = self._ready(item)
             if ld.sharding is not None:
                 t0 = time.perf_counter()
                 batch = to_device(batch, ld.sharding, ld.shard.count)
@@ -567,20 +564,7 @@ class _Run:
                 raise item.exc
             if item is _END or self.feeding:
                 return item
-            job, real, position, info = item
-            parsed = job.result() if job is not None else None
-            return self.loader._finish(parsed, real), position, info
-
-    def stream_stats(self) -> dict[str, int]:
-        out = dict(self._closed_stats)
-        stream = self.stream
-        if stream is not None:
-            for k, v in stream.stats.items():
-                out[k] += v
-        return out
-
-    def errors(self) -> list[str]:
-        return list(self._closed_errors)
+            return self._ready(item)
 
     def stop(self) -> None:
         """Stops the threads, waits for them, and releases every file and buffer."""
@@ -590,12 +574,6 @@ class _Run:
         for t in self.threads:
             t.join()
         self.pool.shutdown(wait=True, cancel_futures=True)
-        ld = self.loader
-        for k, v in self._closed_stats.items():
-            ld._stream_stats[k] += v
-        ld._errors.extend(self._closed_errors)
-        self._closed_stats = dict.fromkeys(self._closed_stats, 0)
-        self._closed_errors = []
         # Drop queued batches (and with them the chunks they reference).
         for q in (self.inflight, self.out):
             while True:

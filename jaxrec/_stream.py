@@ -33,7 +33,10 @@ import numpy as np
 from jaxrec import _native
 from jaxrec._records import open_reader
 
-__all__ = ["RecordStream", "exchange"]
+__all__ = ["STAT_KEYS", "RecordStream", "exchange"]
+
+# The counters a stream keeps (summed into ``Loader.stats()``).
+STAT_KEYS = ("records", "bytes", "skipped_records", "skipped_bytes", "read_seconds")
 
 _ROW_BITS = 32
 _ROW_MASK = (1 << _ROW_BITS) - 1
@@ -190,13 +193,7 @@ class RecordStream:
         self.registry: dict[int, tuple[int, _native.Chunk]] = {}
         self.next_chunk_id = 0
         self.exhausted = False
-        self.stats = {
-            "records": 0,
-            "bytes": 0,
-            "skipped_records": 0,
-            "skipped_bytes": 0,
-            "read_seconds": 0.0,
-        }
+        self.stats: dict[str, float] = dict.fromkeys(STAT_KEYS, 0)
         self.errors: list[str] = []
         self._rounds = 0
 
@@ -440,10 +437,11 @@ class RecordStream:
         return handles
 
     def close(self) -> None:
-        """Drops every reader and chunk (closing the files)."""
+        """Drops every reader and chunk (closing the files), keeping their counters."""
         for f in self.open:
             if f.ahead is not None:
                 f.ahead.cancel()
+            self._close(f)
         self.open = []
         self.registry = {}
         self.buffer = self.pending = np.empty(0, dtype=np.uint64)
