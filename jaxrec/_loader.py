@@ -24,6 +24,7 @@ import queue
 import secrets
 import threading
 import time
+import warnings
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
@@ -43,6 +44,7 @@ __all__ = ["BatchInfo", "Loader"]
 _STATE_VERSION = 1
 _POLL = 0.1  # seconds between checks of the stop flag while blocked on a queue
 _GROUP = 8  # batches the planner prepares per step
+_STOP_TIMEOUT = 30.0  # seconds stop() waits for the threads
 
 
 @dataclasses.dataclass(frozen=True)
@@ -571,9 +573,20 @@ class _Run:
         if self.stop_event.is_set() and not any(t.is_alive() for t in self.threads):
             return
         self.stop_event.set()
+        # Threads see the flag within _POLL; a deadline keeps a thread that cannot (e.g. a
+        # KeyboardInterrupt that left a queue's lock held) from hanging the caller forever.
+        deadline = time.monotonic() + _STOP_TIMEOUT
         for t in self.threads:
-            t.join()
-        self.pool.shutdown(wait=True, cancel_futures=True)
+            t.join(max(0.0, deadline - time.monotonic()))
+        stuck = [t.name for t in self.threads if t.is_alive()]
+        if stuck:
+            warnings.warn(
+                f"jaxrec.Loader: threads {stuck} did not stop within {_STOP_TIMEOUT:.0f} s; "
+                "left running as daemons",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+        self.pool.shutdown(wait=not stuck, cancel_futures=True)
         # Drop queued batches (and with them the chunks they reference).
         for q in (self.inflight, self.out):
             while True:

@@ -16,7 +16,8 @@ pytestmark = pytest.mark.integration
 
 SCRIPT = textwrap.dedent(
     """
-    import sys, threading, numpy as np, jaxrec as jr
+    import faulthandler, signal, sys, threading, numpy as np, jaxrec as jr
+    faulthandler.register(signal.SIGUSR1)  # the test asks for stacks if we hang
     spec = {"id": jr.FixedLenFeature([], np.int64)}
     loader = jr.Loader(sys.argv[1], spec, batch_size=8, shuffle=True, seed=0, num_epochs=None)
     try:
@@ -44,6 +45,13 @@ def test_ctrl_c_stops_the_loader(tmp_path):
     assert proc.stdout.readline().strip() == "running"
     time.sleep(0.2)
     proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=30)
+    try:
+        out, err = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGUSR1)  # dump every thread's stack to stderr
+        time.sleep(1)
+        proc.kill()
+        out, err = proc.communicate()
+        pytest.fail(f"the loader did not stop after Ctrl-C; its threads:\n{err[-6000:]}")
     assert proc.returncode == 3, err
     assert "live loader threads: []" in out
