@@ -19,15 +19,15 @@ test-py: ## Python tests (unit, golden, property, failure)
 	$(PYTHON) -m pytest -q
 
 lint: ## ruff, the stub check, rustfmt and clippy
-	$(PYTHON) -m ruff check jaxrec tests benchmarks examples scripts
-	$(PYTHON) -m ruff format --check jaxrec tests benchmarks examples scripts
+	$(PYTHON) -m ruff check python tests benchmarks examples scripts
+	$(PYTHON) -m ruff format --check python tests benchmarks examples scripts
 	$(PYTHON) -m mypy.stubtest jaxrec._native
 	cargo fmt --check
 	cargo clippy --all-targets --features python -- -D warnings
 
 format: ## Format Python and Rust sources
-	$(PYTHON) -m ruff format jaxrec tests benchmarks examples scripts
-	$(PYTHON) -m ruff check --fix jaxrec tests benchmarks examples scripts
+	$(PYTHON) -m ruff format python tests benchmarks examples scripts
+	$(PYTHON) -m ruff check --fix python tests benchmarks examples scripts
 	cargo fmt
 
 bench: ## Side-by-side throughput against tf.data (needs: pip install -e ".[tf]")

@@ -21,9 +21,8 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-import numpy as np
-
 import jaxrec as jr
+import numpy as np
 
 # Bump when the generators change, so stale caches are not reused.
 VERSION = 1

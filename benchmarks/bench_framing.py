@@ -22,7 +22,6 @@ import time
 from collections.abc import Callable
 
 import _data
-
 import jaxrec as jr
 
 

@@ -24,9 +24,8 @@ import time
 from collections.abc import Callable, Iterator
 
 import _data
-import numpy as np
-
 import jaxrec as jr
+import numpy as np
 
 # A worker thread's "no more batches" mark on the queue.
 _DONE = object()

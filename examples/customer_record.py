@@ -16,9 +16,8 @@ import argparse
 import tempfile
 from pathlib import Path
 
-import numpy as np
-
 import jaxrec as jr
+import numpy as np
 
 CUSTOMERS = [
     {

@@ -15,9 +15,8 @@ import argparse
 import tempfile
 from pathlib import Path
 
-import numpy as np
-
 import jaxrec as jr
+import numpy as np
 
 MAX_STEPS = 24
 VOCAB = 1000

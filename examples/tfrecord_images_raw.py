@@ -16,9 +16,8 @@ import argparse
 import tempfile
 from pathlib import Path
 
-import numpy as np
-
 import jaxrec as jr
+import numpy as np
 
 MAX = 48  # the largest side; rows are padded to it so every batch has one static shape
 

@@ -7,9 +7,8 @@ often than token 3, else 0) and "id" (bytes). Deterministic: rerunning gives ide
 
 from pathlib import Path
 
-import numpy as np
-
 import jaxrec as jr
+import numpy as np
 
 OUT = Path(__file__).resolve().parent.parent / "jaxrec" / "data" / "demo.tfrecord.gz"
 

@@ -8,9 +8,8 @@ import sys
 import textwrap
 import time
 
-import pytest
-
 import jaxrec as jr
+import pytest
 
 pytestmark = pytest.mark.integration
 

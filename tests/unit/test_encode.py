@@ -10,15 +10,14 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from jaxrec._encode import (
+from jaxrec._example.encode import (
     encode_example,
     encode_sequence_example,
     make_example,
     make_sequence_example,
     to_feature,
 )
-from jaxrec._proto import (
+from jaxrec._example.proto import (
     BytesList,
     Example,
     Feature,

@@ -9,11 +9,10 @@ import os
 import threading
 
 import jax
+import jaxrec as jr
 import numpy as np
 import pytest
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
-
-import jaxrec as jr
 from jaxrec.testing import assert_resumes_exactly
 
 SPEC = {
@@ -367,12 +366,14 @@ def test_counts_come_from_fresh_indexes(tmp_path, monkeypatch):
     paths = write_files(tmp_path, [9, 4])
     jr.TFRecordIndex.build(paths[0]).save()
     counted = []
-    real = jr._loader.open_reader
+    import jaxrec._loader.loader as loader_module
+
+    real = loader_module.open_reader
 
     def spy(path, *args, **kwargs):
         counted.append(path)
         return real(path, *args, **kwargs)
 
-    monkeypatch.setattr(jr._loader, "open_reader", spy)
+    monkeypatch.setattr(loader_module, "open_reader", spy)
     loader = jr.Loader(paths, SPEC, batch_size=4)
     assert loader.record_counts == [9, 4] and counted == [paths[1]]  # only the unindexed file

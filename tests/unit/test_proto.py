@@ -7,8 +7,7 @@ import pickle
 import pytest
 from google.protobuf import descriptor_pb2, descriptor_pool, text_format
 from google.protobuf.descriptor import FieldDescriptor
-
-from jaxrec._proto import (
+from jaxrec._example.proto import (
     BytesList,
     Example,
     Feature,
@@ -98,7 +97,7 @@ def test_classes_live_in_a_private_pool():
     assert Example.DESCRIPTOR.file.pool is not descriptor_pool.Default()
     assert Example.DESCRIPTOR.file.package == "tensorflow"
     assert Example.DESCRIPTOR.file.name == "jaxrec/tensorflow_example.proto"
-    assert Example.__module__ == "jaxrec._proto"
+    assert Example.__module__ == "jaxrec._example.proto"
 
 
 def _label_example():
@@ -167,7 +166,7 @@ def test_sequence_example_builds():
 def test_messages_pickle():
     ex = _label_example()
     data = pickle.dumps(ex)
-    assert b"jaxrec._proto" in data  # found by module name in a fresh worker process
+    assert b"jaxrec._example.proto" in data  # found by module name in a fresh worker process
     assert pickle.loads(data) == ex
 
 

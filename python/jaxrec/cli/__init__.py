@@ -25,10 +25,11 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from jaxrec._index import TFRecordIndex, index_path, is_index_file
-from jaxrec._inspect import Schema, describe_record, format_record, infer_schema
+from jaxrec._example.schema import Schema, describe_record, format_record, infer_schema
+from jaxrec._io.index import TFRecordIndex, index_path, is_index_file
+from jaxrec._io.paths import expand_paths
+from jaxrec._io.records import open_reader
 from jaxrec._parse import ExampleParser
-from jaxrec._records import expand_paths, open_reader
 from jaxrec.errors import (
     CorruptRecordError,
     ExampleParseError,
@@ -511,7 +512,7 @@ def _cmd_index(args: argparse.Namespace) -> int:
 
 
 def _cmd_convert(args: argparse.Namespace) -> int:
-    from jaxrec._convert import convert, open_source
+    from jaxrec.cli.convert import convert, open_source
 
     try:
         source = open_source(args.inputs, args.source, workers=args.workers)
@@ -555,7 +556,7 @@ def _bench_loader(
     files: list[str], loader_args: dict, args: argparse.Namespace
 ) -> dict[str, float]:
     """One epoch through ``jr.Loader`` (what training runs), timing reads and parses."""
-    from jaxrec._loader import Loader
+    from jaxrec._loader.loader import Loader
 
     loader = Loader(files, batch_size=args.batch_size, num_threads=args.threads, **loader_args)
     start = time.perf_counter()
@@ -628,7 +629,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     }
     engine = "jaxrec.Loader"
     try:
-        from jaxrec._loader import Loader
+        from jaxrec._loader.loader import Loader
 
         counts = Loader(files, batch_size=args.batch_size, **loader_args).record_counts
         loader_args["record_counts"] = counts  # counted once, not in every timed run
@@ -819,7 +820,7 @@ def build_parser() -> argparse.ArgumentParser:
     common(p)
     p.set_defaults(func=_cmd_index)
 
-    from jaxrec._convert import SOURCES
+    from jaxrec.cli.convert import SOURCES
 
     p = command(
         "convert",

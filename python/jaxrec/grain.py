@@ -34,7 +34,7 @@ try:
 except ImportError as e:  # pragma: no cover - depends on the environment
     raise ImportError("jaxrec.grain needs grain: pip install 'jaxrec[grain]'") from e
 
-from jaxrec._index import RandomAccessReader
+from jaxrec._io.index import RandomAccessReader
 from jaxrec._parse import ExampleParser
 
 __all__ = ["ParseExamples", "TFRecordDataSource"]

@@ -2,7 +2,7 @@
 
 Threads (each stage hands whole batches on, never single records)::
 
-    planner thread   interleave + shuffle (jaxrec._stream) -> groups of batches of record
+    planner thread   interleave + shuffle (jaxrec._loader.stream) -> groups of batches of record
         │            handles; submits one parse job per batch; reads run ahead on the pool
     pool (N threads) native reads and parses, GIL released
         │
@@ -30,13 +30,14 @@ from typing import Any
 
 import numpy as np
 
-from jaxrec._device import check_batch_fits, to_device
-from jaxrec._index import TFRecordIndex
+from jaxrec._io.index import TFRecordIndex
+from jaxrec._io.paths import PathLike, expand_paths
+from jaxrec._io.records import open_reader
+from jaxrec._loader.device import check_batch_fits, to_device
+from jaxrec._loader.sharding import HostShard, host_shard, plan_shards
+from jaxrec._loader.stream import STAT_KEYS, RecordStream, Snapshot
 from jaxrec._parse import ExampleParser
-from jaxrec._records import PathLike, expand_paths, open_reader
-from jaxrec._sharding import HostShard, host_shard, plan_shards
 from jaxrec._spec import KIND_FIXED, compile_spec
-from jaxrec._stream import STAT_KEYS, RecordStream, Snapshot
 from jaxrec.errors import FeatureSpecError, JaxrecError
 
 __all__ = ["BatchInfo", "Loader"]

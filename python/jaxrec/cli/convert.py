@@ -34,8 +34,9 @@ from typing import Any
 
 import numpy as np
 
-from jaxrec._encode import encode_example
-from jaxrec._records import TFRecordWriter, expand_paths, read_chunks
+from jaxrec._example.encode import encode_example
+from jaxrec._io.paths import expand_paths
+from jaxrec._io.records import TFRecordWriter, read_chunks
 
 __all__ = ["SOURCES", "convert", "open_source", "shard_names"]
 
@@ -208,7 +209,7 @@ def _tfrecords(inputs: list[str]) -> Source:
             for chunk in read_chunks(files, max_records=_BATCH):
                 yield chunk.to_list()
             return
-        from jaxrec._index import RandomAccessReader, compression_of
+        from jaxrec._io.index import RandomAccessReader, compression_of
 
         compressed = [f for f in files if compression_of(f)]
         if compressed:

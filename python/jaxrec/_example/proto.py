@@ -22,7 +22,7 @@ Why they are built this way:
   and vice versa.
 
 Example:
-    >>> from jaxrec._proto import Example, Feature, Features, Int64List
+    >>> from jaxrec._example.proto import Example, Feature, Features, Int64List
     >>> ex = Example(features=Features(feature={"label": Feature(int64_list=Int64List(value=[1]))}))
     >>> ex.SerializeToString()
     b'\n\x10\n\x0e\n\x05label\x12\x05\x1a\x03\n\x01\x01'

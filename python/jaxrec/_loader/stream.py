@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from jaxrec import _native
-from jaxrec._records import open_reader
+from jaxrec._io.records import open_reader
 
 __all__ = ["STAT_KEYS", "RecordStream", "exchange"]
 
@@ -140,7 +140,7 @@ class RecordStream:
 
     Args:
         paths: every file of the dataset (all hosts list the same).
-        files: indices of the files this host reads (see :mod:`jaxrec._sharding`).
+        files: indices of the files this host reads (see :mod:`jaxrec._loader.sharding`).
         record_stride, record_phase: keep records whose index is ``phase`` mod ``stride``.
         epoch: the epoch to read.
         seed: shuffle seed (``None``: no shuffling).

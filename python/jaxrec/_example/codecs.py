@@ -22,7 +22,7 @@ import ml_dtypes
 import numpy as np
 
 from jaxrec import _native
-from jaxrec._encode import _varint
+from jaxrec._example.encode import _varint
 from jaxrec._parse import _VIEWS
 from jaxrec._spec import _dtype_code, _resolve_dtype
 from jaxrec.errors import EncodeError, FeatureSpecError

@@ -47,7 +47,8 @@ from typing import Any
 import numpy as np
 
 from jaxrec import _native
-from jaxrec._records import expand_paths, open_reader, url_filesystem
+from jaxrec._io.paths import expand_paths, url_filesystem
+from jaxrec._io.records import open_reader
 from jaxrec.errors import CorruptRecordError, StaleIndexError
 
 __all__ = ["RandomAccessReader", "StaleIndexError", "TFRecordIndex", "index_path"]

@@ -19,8 +19,9 @@ from typing import Any
 
 import numpy as np
 
-from jaxrec._proto import SequenceExample
-from jaxrec._records import expand_paths, open_reader
+from jaxrec._example.proto import SequenceExample
+from jaxrec._io.paths import expand_paths
+from jaxrec._io.records import open_reader
 
 __all__ = ["FeatureStats", "Schema", "describe_record", "infer_schema"]
 

@@ -10,8 +10,8 @@ from one process to the next; without ``deterministic=True`` two runs of the sam
 write different files.)
 
 Example:
-    >>> from jaxrec._encode import encode_example
-    >>> from jaxrec._proto import Example
+    >>> from jaxrec._example.encode import encode_example
+    >>> from jaxrec._example.proto import Example
     >>> data = encode_example({"label": 3, "score": 0.5, "id": "a"})
     >>> Example.FromString(data).features.feature["label"].int64_list.value[0]
     3
@@ -26,7 +26,14 @@ from typing import Any, cast
 import ml_dtypes
 import numpy as np
 
-from jaxrec._proto import Example, Feature, FeatureList, FeatureLists, Features, SequenceExample
+from jaxrec._example.proto import (
+    Example,
+    Feature,
+    FeatureList,
+    FeatureLists,
+    Features,
+    SequenceExample,
+)
 from jaxrec.errors import EncodeError
 
 __all__ = [
@@ -398,7 +405,9 @@ def _apply_formats(
     features: Mapping[str, Any], formats: Mapping[str, str], quality: int
 ) -> dict[str, Any]:
     """Replaces the values named in ``formats`` by their encoded bytes (see make_example)."""
-    from jaxrec import _codecs  # the native codecs; _encode itself stays pure Python
+    from jaxrec._example import (
+        codecs as _codecs,  # the native codecs; _encode itself stays pure Python
+    )
 
     if not isinstance(features, Mapping):
         raise EncodeError("formats= needs features as a mapping of name -> value")

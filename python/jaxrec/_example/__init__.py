@@ -1,0 +1,1 @@
+"""``tf.train.Example`` messages: the protobuf classes, encoders, image/tensor codecs, schemas."""
