@@ -21,8 +21,9 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-import jaxrec as jr
 import numpy as np
+
+import jaxrec as jr
 
 # Bump when the generators change, so stale caches are not reused.
 VERSION = 1

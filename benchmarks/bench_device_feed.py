@@ -24,9 +24,10 @@ import time
 import _data
 import jax
 import jax.numpy as jnp
-import jaxrec as jr
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+import jaxrec as jr
 
 
 def rss_mib() -> float:

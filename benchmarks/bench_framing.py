@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable
 
 import _data
+
 import jaxrec as jr
 
 

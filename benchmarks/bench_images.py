@@ -23,9 +23,10 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-import jaxrec as jr
 import numpy as np
 from bench_parse import count_records, jaxrec_batches
+
+import jaxrec as jr
 
 VERSION = 1
 SIZE = 224

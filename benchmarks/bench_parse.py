@@ -24,8 +24,9 @@ import time
 from collections.abc import Callable, Iterator
 
 import _data
-import jaxrec as jr
 import numpy as np
+
+import jaxrec as jr
 
 # A worker thread's "no more batches" mark on the queue.
 _DONE = object()

@@ -16,8 +16,9 @@ import argparse
 import tempfile
 from pathlib import Path
 
-import jaxrec as jr
 import numpy as np
+
+import jaxrec as jr
 
 CUSTOMERS = [
     {

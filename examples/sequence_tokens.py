@@ -15,8 +15,9 @@ import argparse
 import tempfile
 from pathlib import Path
 
-import jaxrec as jr
 import numpy as np
+
+import jaxrec as jr
 
 MAX_STEPS = 24
 VOCAB = 1000

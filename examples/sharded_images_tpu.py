@@ -18,10 +18,11 @@ from pathlib import Path
 
 import jax
 import jax.numpy as jnp
-import jaxrec as jr
 import numpy as np
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
+
+import jaxrec as jr
 
 SIZE = 64
 CLASSES = 10

@@ -16,8 +16,9 @@ import argparse
 import tempfile
 from pathlib import Path
 
-import jaxrec as jr
 import numpy as np
+
+import jaxrec as jr
 
 MAX = 48  # the largest side; rows are padded to it so every batch has one static shape
 

@@ -20,9 +20,10 @@ from pathlib import Path
 
 import jax
 import jax.numpy as jnp
-import jaxrec as jr
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+import jaxrec as jr
 
 SPEC = {"x": jr.FixedLenFeature([16], np.float32), "y": jr.FixedLenFeature([], np.int32)}
 NUM_SHARDS, PER_SHARD = 4, 2500

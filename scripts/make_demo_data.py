@@ -7,8 +7,9 @@ often than token 3, else 0) and "id" (bytes). Deterministic: rerunning gives ide
 
 from pathlib import Path
 
-import jaxrec as jr
 import numpy as np
+
+import jaxrec as jr
 
 OUT = Path(__file__).resolve().parent.parent / "jaxrec" / "data" / "demo.tfrecord.gz"
 

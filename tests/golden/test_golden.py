@@ -18,9 +18,10 @@ import hashlib
 import json
 from pathlib import Path
 
-import jaxrec as jr  # no skip: the golden tests must fail loudly if jaxrec does not import
 import numpy as np
 import pytest
+
+import jaxrec as jr  # no skip: the golden tests must fail loudly if jaxrec does not import
 
 GOLDEN = Path(__file__).resolve().parent.parent / "data" / "golden"
 MANIFEST = json.loads((GOLDEN / "manifest.json").read_text(encoding="utf-8"))

@@ -21,10 +21,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import jaxrec as jr
 import ml_dtypes
 import numpy as np
 import pytest
+
+import jaxrec as jr
 
 GOLDEN = Path(__file__).resolve().parent.parent / "data" / "golden_images"
 MANIFEST = json.loads((GOLDEN / "manifest.json").read_text(encoding="utf-8"))

@@ -17,9 +17,10 @@ port, nproc, pid, out_path, *files = sys.argv[1:]
 jax.config.update("jax_cpu_collectives_implementation", "gloo")
 jax.distributed.initialize(f"127.0.0.1:{port}", num_processes=int(nproc), process_id=int(pid))
 
-import jaxrec as jr  # noqa: E402
 import numpy as np  # noqa: E402
 from jax.sharding import Mesh, NamedSharding, PartitionSpec  # noqa: E402
+
+import jaxrec as jr  # noqa: E402
 
 spec = {
     "id": jr.FixedLenFeature([], np.int64),

@@ -14,9 +14,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-import jaxrec as jr
 import numpy as np
 import pytest
+
+import jaxrec as jr
 from jaxrec.cli import main
 
 pytestmark = pytest.mark.integration

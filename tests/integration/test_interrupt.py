@@ -8,8 +8,9 @@ import sys
 import textwrap
 import time
 
-import jaxrec as jr
 import pytest
+
+import jaxrec as jr
 
 pytestmark = pytest.mark.integration
 

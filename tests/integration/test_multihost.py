@@ -8,9 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-import jaxrec as jr
 import numpy as np
 import pytest
+
+import jaxrec as jr
 
 WORKER = Path(__file__).with_name("multihost_worker.py")
 pytestmark = pytest.mark.integration

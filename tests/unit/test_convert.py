@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import json
 
-import jaxrec as jr
 import numpy as np
 import pytest
+
+import jaxrec as jr
 from jaxrec.cli.convert import convert, open_source, shard_names
 
 JPEG = b"\xff\xd8\xff\xe0" + bytes(range(60))

@@ -7,13 +7,14 @@ TensorProto corners, limits and errors.
 
 from __future__ import annotations
 
-import jaxrec as jr
 import ml_dtypes
 import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
+
+import jaxrec as jr
 
 
 def ex(**features) -> bytes:

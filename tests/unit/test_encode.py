@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from jaxrec._example.encode import (
     encode_example,
     encode_sequence_example,

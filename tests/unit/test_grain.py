@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import pickle
 
-import jaxrec as jr
 import numpy as np
 import pytest
+
+import jaxrec as jr
 
 grain = pytest.importorskip("grain")
 jgrain = pytest.importorskip("jaxrec.grain")

@@ -11,12 +11,13 @@ import struct
 import threading
 import zlib
 
-import jaxrec as jr
 import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
+
+import jaxrec as jr
 
 
 def rgb(h=12, w=16, seed=0) -> np.ndarray:

@@ -8,9 +8,10 @@ import struct
 import threading
 from pathlib import Path
 
-import jaxrec as jr
 import numpy as np
 import pytest
+
+import jaxrec as jr
 from jaxrec._io.index import RandomAccessReader, StaleIndexError, TFRecordIndex, index_path
 
 

@@ -6,9 +6,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import jaxrec as jr
 import numpy as np
 import pytest
+
+import jaxrec as jr
 from jaxrec._example.schema import describe_record, format_record, infer_schema, sniff_bytes
 
 GOLDEN = Path(__file__).resolve().parents[1] / "data" / "golden"

@@ -9,10 +9,11 @@ import os
 import threading
 
 import jax
-import jaxrec as jr
 import numpy as np
 import pytest
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+import jaxrec as jr
 from jaxrec.testing import assert_resumes_exactly
 
 SPEC = {

@@ -3,12 +3,13 @@ truncation, lengths, chunk input, and errors. TensorFlow parity is pinned by tes
 
 from __future__ import annotations
 
-import jaxrec as jr
 import ml_dtypes
 import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+
+import jaxrec as jr
 from jaxrec._example.proto import Example
 
 

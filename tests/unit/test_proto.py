@@ -7,6 +7,7 @@ import pickle
 import pytest
 from google.protobuf import descriptor_pb2, descriptor_pool, text_format
 from google.protobuf.descriptor import FieldDescriptor
+
 from jaxrec._example.proto import (
     BytesList,
     Example,

@@ -8,10 +8,11 @@ import struct
 import tracemalloc
 import zlib
 
-import jaxrec as jr
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+
+import jaxrec as jr
 from jaxrec import _native
 
 HEADER, FOOTER = 12, 4

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import jaxrec as jr
 import numpy as np
 import pytest
+
+import jaxrec as jr
 from jaxrec.testing import assert_resumes_exactly
 
 fsspec = pytest.importorskip("fsspec")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+
 from jaxrec._loader.sharding import HostShard, host_shard, plan_shards
 from jaxrec.errors import ShardingError
 
