@@ -81,6 +81,16 @@ class ExampleParser:
         self.skip_errors: list[str] = []
 
     @property
+    def compiled_features(self) -> list[CompiledFeature]:
+        """The spec of the Example (or the context), validated and compiled."""
+        return list(self._context)
+
+    @property
+    def compiled_sequence_features(self) -> list[CompiledFeature]:
+        """The feature-list spec, compiled (empty for Examples)."""
+        return list(self._sequence or [])
+
+    @property
     def is_sequence(self) -> bool:
         """True when records are parsed as SequenceExamples."""
         return self._sequence is not None

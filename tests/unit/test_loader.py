@@ -367,14 +367,14 @@ def test_counts_come_from_fresh_indexes(tmp_path, monkeypatch):
     paths = write_files(tmp_path, [9, 4])
     jr.TFRecordIndex.build(paths[0]).save()
     counted = []
-    import jaxrec._loader.loader as loader_module
+    import jaxrec._loader.counts as counts_module
 
-    real = loader_module.open_reader
+    real = counts_module.open_reader
 
     def spy(path, *args, **kwargs):
         counted.append(path)
         return real(path, *args, **kwargs)
 
-    monkeypatch.setattr(loader_module, "open_reader", spy)
+    monkeypatch.setattr(counts_module, "open_reader", spy)
     loader = jr.Loader(paths, SPEC, batch_size=4)
     assert loader.record_counts == [9, 4] and counted == [paths[1]]  # only the unindexed file

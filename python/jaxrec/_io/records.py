@@ -14,7 +14,7 @@ from typing import Literal
 from jaxrec import _native
 from jaxrec._io.paths import PathLike, expand_paths, is_url, url_filesystem
 
-__all__ = ["TFRecordWriter", "open_reader", "read_chunks", "read_records"]
+__all__ = ["TFRecordWriter", "open_reader", "read_chunks", "read_records", "skips_errors"]
 
 Compression = Literal["auto", "GZIP", "ZLIB", ""] | None
 OnError = Literal["raise", "skip"]
@@ -49,7 +49,12 @@ def open_reader(
     )
 
 
-def _on_error(on_error: str) -> bool:
+def skips_errors(on_error: str) -> bool:
+    """Checks an ``on_error`` argument: True for ``"skip"``, False for ``"raise"``.
+
+    Raises:
+        ValueError: any other value.
+    """
     if on_error not in ("raise", "skip"):
         raise ValueError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
     return on_error == "skip"
@@ -87,7 +92,7 @@ def read_chunks(
         TruncatedRecordError: a file ends inside a record (with ``"raise"``).
         OSError: a file cannot be opened.
     """
-    skip = _on_error(on_error)
+    skip = skips_errors(on_error)
     for path in expand_paths(paths):
         reader = open_reader(path, compression, verify=verify, skip_errors=skip)
         while (chunk := reader.read_chunk(max_records or (1 << 62), chunk_bytes)) is not None:

@@ -4,7 +4,7 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from jaxrec._loader.stream import exchange
+from jaxrec._loader.shuffle import exchange
 
 
 @given(st.integers(1, 20), st.integers(0, 60), st.integers(0, 2**32))

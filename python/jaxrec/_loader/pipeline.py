@@ -1,0 +1,321 @@
+"""The threads of one iteration over a Loader, and how they stop.
+
+::
+
+    planner thread   epoch streams -> groups of batches of record handles; submits one parse
+        │            job per batch to the pool; reads run ahead on the pool too
+    pool (N threads) native reads and parses, GIL released
+        │
+    feeder thread    (with a sharding) in order: pad + mask, jax.device_put, ``prefetch`` ahead
+        │
+    consumer         ``for batch in loader`` (without a sharding it pads and masks itself)
+
+Each batch travels with the position *after* it, so the Loader's position is that of the last
+batch the consumer received, not of what was prefetched.
+
+**Stopping.** ``stop()`` sets a flag every thread polls (no thread blocks longer than
+``_POLL`` on a queue), joins them and shuts the pool. The threads are daemons, so a forgotten
+iterator cannot keep a finished script alive; but a daemon thread still running at interpreter
+shutdown is killed where it stands, and CPython (<= 3.13) kills it by unwinding its stack with
+``pthread_exit`` when it next wants the GIL: through native frames that unwind aborts the whole
+process (``FATAL: exception not rethrown``). So every live pipeline is also stopped and joined
+by an ``atexit`` hook, which runs before the interpreter finalises and after the main thread is
+done; by then no jaxrec thread is inside native code or waiting for the GIL.
+"""
+
+from __future__ import annotations
+
+import atexit
+import concurrent.futures
+import dataclasses
+import queue
+import threading
+import time
+import warnings
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from jaxrec._loader.sharding import ShardPlan
+from jaxrec._loader.state import LoaderPosition
+from jaxrec._loader.stats import Stats
+from jaxrec._loader.stream import EpochStream
+from jaxrec.errors import JaxrecError
+
+__all__ = ["END", "BatchInfo", "Pipeline"]
+
+_POLL = 0.1  # seconds between checks of the stop flag while blocked on a queue
+_GROUP = 8  # batches the planner prepares per step
+_STOP_TIMEOUT = 30.0  # seconds stop() waits for the threads
+
+END = object()  # the end of the run, on a queue
+
+
+@dataclasses.dataclass(frozen=True)
+class BatchInfo:
+    """Where a batch sits in the run (``Loader.last_info`` after each batch).
+
+    Attributes:
+        epoch: 0-based epoch of the batch.
+        index_in_epoch: 0-based batch index within the epoch.
+        real_rows: rows holding records (the rest are padding, masked out).
+        last_in_epoch: the epoch's final batch.
+    """
+
+    epoch: int
+    index_in_epoch: int
+    real_rows: int
+    last_in_epoch: bool
+
+
+class _Failure:
+    """An exception raised on a pipeline thread, on its way to the consumer."""
+
+    def __init__(self, exc: BaseException) -> None:
+        self.exc = exc
+
+
+# --- stopping every pipeline before the interpreter finalises -----------------------------
+
+_live: weakref.WeakSet[Pipeline] = weakref.WeakSet()
+_live_lock = threading.Lock()
+_hook_registered = False
+
+
+def _register(pipeline: Pipeline) -> None:
+    global _hook_registered
+    with _live_lock:
+        _live.add(pipeline)
+        if not _hook_registered:
+            # Registered at the first run, not at import: atexit hooks run last-registered
+            # first, so ours runs before those of JAX (imported before any sharded run), whose
+            # backends the feeder may be using.
+            atexit.register(stop_all)
+            _hook_registered = True
+
+
+def stop_all() -> None:
+    """Stops every running pipeline and joins its threads (an ``atexit`` hook)."""
+    with _live_lock:
+        pipelines = list(_live)
+    for p in pipelines:
+        p.stop()
+
+
+# --- one run -------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class RunSpec:
+    """What a run needs from its Loader, handed over as values (the run never reaches back).
+
+    Attributes:
+        plan: this host's share and the batches per epoch.
+        batch_size: rows per batch.
+        num_epochs: epochs to run (``None``: forever).
+        start: where to start.
+        make_stream: builds the stream of an epoch on the run's pool.
+        parse: parses ``(chunks, which, rows)`` into arrays (on the pool).
+        finish: pads ``(parsed or None, real rows)`` to a batch with a mask.
+        to_device: places a batch on devices (``None``: batches stay numpy).
+        num_threads: pool size.
+        prefetch: batches prepared ahead of the consumer.
+        stats: the loader's counters.
+    """
+
+    plan: ShardPlan
+    batch_size: int
+    num_epochs: int | None
+    start: LoaderPosition
+    make_stream: Callable[[int, concurrent.futures.Executor], EpochStream]
+    parse: Callable[..., dict[str, np.ndarray]]
+    finish: Callable[[dict[str, np.ndarray] | None, int], dict[str, Any]]
+    to_device: Callable[[dict[str, Any]], dict[str, Any]] | None
+    num_threads: int
+    prefetch: int
+    stats: Stats
+
+
+class Pipeline:
+    """One iteration's threads and queues; :meth:`stop` ends them and closes the files."""
+
+    def __init__(self, spec: RunSpec) -> None:
+        self.spec = spec
+        self._stop = threading.Event()
+        self._stopped = False
+        self.pool = concurrent.futures.ThreadPoolExecutor(
+            spec.num_threads, thread_name_prefix="jaxrec-worker"
+        )
+        self.inflight: queue.Queue = queue.Queue(maxsize=spec.num_threads + spec.prefetch)
+        self.out: queue.Queue = queue.Queue(maxsize=spec.prefetch)
+        # Without devices to feed, the consumer finishes batches itself: one thread and one
+        # queue hop less per batch.
+        self.feeding = spec.to_device is not None
+        self.threads = [
+            threading.Thread(
+                target=self._guard, args=(self._plan, self.inflight), name="jaxrec-planner"
+            )
+        ]
+        if self.feeding:
+            self.threads.append(
+                threading.Thread(
+                    target=self._guard, args=(self._feed, self.out), name="jaxrec-feeder"
+                )
+            )
+        _register(self)
+        for t in self.threads:
+            t.daemon = True
+            t.start()
+
+    # Queue helpers that give up when the run is stopped (so nothing blocks forever).
+    def _put(self, q: queue.Queue, item: Any) -> bool:
+        while not self._stop.is_set():
+            try:
+                q.put(item, timeout=_POLL)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def _take(self, q: queue.Queue) -> Any:
+        while not self._stop.is_set():
+            try:
+                return q.get(timeout=_POLL)
+            except queue.Empty:
+                continue
+        return END
+
+    def _guard(self, target: Callable[[], None], downstream: queue.Queue) -> None:
+        try:
+            target()
+        except BaseException as e:  # forwarded to the consumer, which re-raises it
+            self._put(downstream, _Failure(e))
+
+    def _plan(self) -> None:
+        s = self.spec
+        epoch, index = s.start.epoch, s.start.index_in_epoch
+        stream_state = s.start.stream_state()
+        n, b = s.plan.batches_per_epoch, s.batch_size
+        while s.num_epochs is None or epoch < s.num_epochs:
+            stream = s.make_stream(epoch, self.pool)
+            try:
+                if stream_state is not None and index > 0:
+                    stream.set_state(stream_state)
+                while index < n:
+                    # Handles, chunk lookup and position for a group of batches at once: the
+                    # per-batch Python work of the planner is what the GIL would serialise.
+                    group = min(_GROUP, n - index)
+                    handles = stream.next_handles(b * group)
+                    chunks, which, rows = stream.resolve(handles)
+                    snap = stream.snapshot()
+                    for j in range(group):
+                        if self._stop.is_set():
+                            return
+                        lo, hi = min(j * b, len(handles)), min((j + 1) * b, len(handles))
+                        real = hi - lo
+                        job = None
+                        if real:
+                            job = self.pool.submit(s.parse, chunks, which[lo:hi], rows[lo:hi])
+                        last = index + 1 == n
+                        # After batch j, the group's later handles are still to be batched.
+                        after = (
+                            LoaderPosition(epoch + 1)
+                            if last
+                            else LoaderPosition(epoch, index + 1, snap.with_unbatched(handles[hi:]))
+                        )
+                        info = BatchInfo(epoch, index, real, last)
+                        if not self._put(self.inflight, (job, real, after, info)):
+                            return
+                        index += 1
+                leftover = len(stream.next_handles(1 << 62))
+                s.stats.add(records_dropped=leftover)
+                if leftover > s.plan.dropped_per_epoch:
+                    # More records than counted at start: the files changed under us.
+                    s.stats.add_errors(
+                        [
+                            f"epoch {epoch}: {leftover - s.plan.dropped_per_epoch} records beyond "
+                            "the counted ones were not read; did the files change since they "
+                            "were counted?"
+                        ]
+                    )
+            finally:
+                stream.close()
+            epoch, index, stream_state = epoch + 1, 0, None
+        self._put(self.inflight, END)
+
+    def _ready(self, item: tuple) -> tuple:
+        """Waits for a batch's parse and pads it: ``(batch, position, info)``."""
+        job, real, position, info = item
+        parsed = job.result() if job is not None else None
+        return self.spec.finish(parsed, real), position, info
+
+    def _feed(self) -> None:
+        s = self.spec
+        assert s.to_device is not None
+        while True:
+            item = self._take(self.inflight)
+            if item is END or isinstance(item, _Failure):
+                self._put(self.out, item)
+                return
+            batch, position, info = self._ready(item)
+            with s.stats.timed("host_to_device_seconds"):
+                batch = s.to_device(batch)
+            if not self._put(self.out, (batch, position, info)):
+                return
+
+    def get(self) -> Any:
+        """The next ``(batch, position after it, BatchInfo)``, or :data:`END`.
+
+        Raises:
+            BaseException: whatever a pipeline thread raised (the data's errors among them).
+        """
+        source = self.out if self.feeding else self.inflight
+        while True:
+            try:
+                item = source.get(timeout=_POLL)
+            except queue.Empty:
+                if not any(t.is_alive() for t in self.threads) and source.empty():
+                    raise JaxrecError("the loader's threads stopped without a result") from None
+                continue
+            if isinstance(item, _Failure):
+                raise item.exc
+            if item is END or self.feeding:
+                return item
+            return self._ready(item)
+
+    def queue_depth(self) -> int:
+        """Batches ready for the consumer now."""
+        return (self.out if self.feeding else self.inflight).qsize()
+
+    def stop(self) -> None:
+        """Stops the threads, waits for them, and releases every file and buffer (idempotent)."""
+        if self._stopped:
+            return
+        self._stopped = True
+        self._stop.set()
+        # Threads see the flag within _POLL; a deadline keeps a thread that cannot (e.g. a
+        # KeyboardInterrupt that left a queue's lock held) from hanging the caller forever.
+        deadline = time.monotonic() + _STOP_TIMEOUT
+        for t in self.threads:
+            if t is not threading.current_thread():
+                t.join(max(0.0, deadline - time.monotonic()))
+        stuck = [t.name for t in self.threads if t.is_alive()]
+        if stuck:
+            warnings.warn(
+                f"jaxrec.Loader: threads {stuck} did not stop within {_STOP_TIMEOUT:.0f} s; "
+                "left running as daemons",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+        self.pool.shutdown(wait=not stuck, cancel_futures=True)
+        # Drop queued batches (and with them the chunks they reference).
+        for q in (self.inflight, self.out):
+            while True:
+                try:
+                    q.get_nowait()
+                except queue.Empty:
+                    break
+        with _live_lock:
+            _live.discard(self)

@@ -1,0 +1,70 @@
+"""The Loader's counters, kept in one place and safe to update from any thread.
+
+Reader threads, parse workers, the device feeder and the consumer all add to the same
+:class:`Stats`; every update takes one lock, so no increment is lost to a race (a ``+=`` on a
+shared dict is a read, an add and a write that two threads can interleave).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+__all__ = ["Stats"]
+
+# Counted in records, bytes or batches.
+COUNTERS = (
+    "records",
+    "bytes",
+    "skipped_records",
+    "skipped_bytes",
+    "records_dropped",
+    "batches",
+    "padded_rows",
+)
+# Summed seconds (over threads for the read and parse work, which run on the pool).
+TIMERS = ("read_seconds", "parse_seconds", "host_to_device_seconds", "consumer_wait_seconds")
+MAX_ERRORS = 100  # messages kept; the counters keep counting past them
+
+
+class Stats:
+    """Thread-safe counters of one Loader (see :meth:`jaxrec.Loader.stats`)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._values: dict[str, float] = dict.fromkeys(COUNTERS + TIMERS, 0)
+        self._errors: list[str] = []
+
+    def add(self, **amounts: float) -> None:
+        """Adds to counters by name, e.g. ``add(records=256, bytes=70_000)``."""
+        with self._lock:
+            for key, amount in amounts.items():
+                self._values[key] += amount
+
+    def add_errors(self, messages: Iterable[str]) -> None:
+        """Keeps the first :data:`MAX_ERRORS` messages of skipped records (``on_error="skip"``)."""
+        with self._lock:
+            room = MAX_ERRORS - len(self._errors)
+            if room > 0:
+                self._errors.extend(list(messages)[:room])
+
+    @contextlib.contextmanager
+    def timed(self, key: str) -> Iterator[None]:
+        """Adds the seconds the ``with`` block takes to timer ``key``."""
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.add(**{key: time.perf_counter() - t0})
+
+    def snapshot(self) -> dict[str, Any]:
+        """Every counter and the kept error messages, as one consistent dict."""
+        with self._lock:
+            out: dict[str, Any] = dict(self._values)
+            out["errors"] = list(self._errors)
+        for key in COUNTERS:
+            out[key] = int(out[key])
+        return out
