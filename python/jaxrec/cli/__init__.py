@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib.metadata
 import os
 import sys
 from collections.abc import Sequence
@@ -38,15 +39,14 @@ _COMMANDS = (inspect, head, count, verify, index, convert, bench)
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``jaxrec`` argument parser (one sub-command per task)."""
-    from jaxrec import __version__
-
     parser = argparse.ArgumentParser(
         prog="jaxrec",
         description="Look inside, check, index, convert and benchmark TFRecord files "
         "(no TensorFlow needed).",
         epilog=STATUS,
     )
-    parser.add_argument("--version", action="version", version=f"jaxrec {__version__}")
+    version = importlib.metadata.version("jaxrec")
+    parser.add_argument("--version", action="version", version=f"jaxrec {version}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for command in _COMMANDS:
         command.add_parser(sub)
