@@ -101,22 +101,22 @@ def run(args: argparse.Namespace) -> int:
                 runs.append(_bench_chunks(files, parse, args))
             advance(1)
     rates = [r["records"] / r["wall_s"] for r in runs]
-    run = runs[rates.index(statistics.median_high(rates))]
-    wall, busy = run["wall_s"], args.threads * run["wall_s"]
+    mid = runs[rates.index(statistics.median_high(rates))]
+    wall, busy = mid["wall_s"], args.threads * mid["wall_s"]
     result = {
         "engine": engine,
         "threads": args.threads,
         "batch_size": args.batch_size,
         "files": len(files),
         "spec": spec_from,
-        "records": run["records"],
+        "records": mid["records"],
         "wall_s": wall,
-        "records_per_s": run["records"] / wall,
-        "payload_mb_per_s": run["payload_bytes"] / wall / 1e6,
+        "records_per_s": mid["records"] / wall,
+        "payload_mb_per_s": mid["payload_bytes"] / wall / 1e6,
         "disk_mb_per_s": disk / wall / 1e6,
-        "read_fraction": run["read_s"] / busy,
-        "parse_fraction": run["parse_s"] / busy,
-        "idle_fraction": max(0.0, 1 - (run["read_s"] + run["parse_s"]) / busy),
+        "read_fraction": mid["read_s"] / busy,
+        "parse_fraction": mid["parse_s"] / busy,
+        "idle_fraction": max(0.0, 1 - (mid["read_s"] + mid["parse_s"]) / busy),
         "runs_records_per_s": rates,
     }
     if args.json:
@@ -127,7 +127,7 @@ def run(args: argparse.Namespace) -> int:
     con.print(f"engine      {result['engine']}, {args.threads} threads{note}", markup=False)
     con.print(f"spec        {spec_from}", markup=False)
     con.print(
-        f"records     {run['records']:,} in {wall:.3f} s: {result['records_per_s']:,.0f} records/s"
+        f"records     {mid['records']:,} in {wall:.3f} s: {result['records_per_s']:,.0f} records/s"
         + (f" (median of {args.repeat} runs)" if args.repeat > 1 else "")
     )
     con.print(
