@@ -1,15 +1,13 @@
-"""Looking inside TFRecord files: schema inference and readable records.
+"""Looking inside TFRecord files: schema inference.
 
 :func:`infer_schema` scans records and describes every feature: its list type, how many values
 it holds, how often it is missing, value ranges, and whether the records are Examples or
 SequenceExamples. :meth:`Schema.spec_code` turns that into spec code ready to paste (what
-``jaxrec inspect --spec`` prints). :func:`describe_record` renders one record as JSON-able data
-for ``jaxrec head``, with long lists and bytes shortened and binary data never printed raw.
+``jaxrec inspect --spec`` prints).
 """
 
 from __future__ import annotations
 
-import base64
 import dataclasses
 import json
 import math
@@ -17,13 +15,11 @@ from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-import numpy as np
-
 from jaxrec._example.proto import SequenceExample
 from jaxrec._io.paths import expand_paths
 from jaxrec._io.records import open_reader
 
-__all__ = ["FeatureStats", "Schema", "describe_record", "infer_schema"]
+__all__ = ["FeatureStats", "Schema", "infer_schema", "is_example", "sniff_bytes"]
 
 _LISTS = ("bytes_list", "float_list", "int64_list")
 _INT32 = (-(1 << 31), (1 << 31) - 1)
@@ -308,8 +304,13 @@ class Schema:
         return namespace["context_spec"], namespace["sequence_spec"]
 
 
-def _is_example(record: bytes, msg: Any) -> bool:
-    """Whether a record that parsed did hold an Example (not only unknown fields)."""
+def is_example(record: bytes, msg: Any) -> bool:
+    """Whether a record that parsed did hold an Example (not only unknown fields).
+
+    Args:
+        record: the serialized record.
+        msg: ``record`` parsed as a ``SequenceExample`` (which also reads Examples).
+    """
     return not record or msg.HasField("context") or msg.HasField("feature_lists")
 
 
@@ -364,7 +365,7 @@ def infer_schema(paths: str | Iterable[str], limit: int | None = 10_000) -> Sche
         except Exception:  # protobuf's DecodeError, whichever backend
             schema.not_examples += 1
             continue
-        if not _is_example(record, msg):
+        if not is_example(record, msg):
             schema.not_examples += 1
             continue
         ctx, lists = msg.context.feature, msg.feature_lists.feature_list
@@ -383,125 +384,3 @@ def infer_schema(paths: str | Iterable[str], limit: int | None = 10_000) -> Sche
             for step in flist.feature:
                 s.add_feature(step)
     return schema
-
-
-# --- one record, readable -------------------------------------------------------------------------
-
-
-def _bytes_value(value: bytes, max_bytes: int) -> Any:
-    """A bytes value as JSON: its text when it is short printable UTF-8, else size + base64."""
-    kind = sniff_bytes(value[: max(max_bytes, 256)])
-    cut = max_bytes and len(value) > max_bytes
-    head = value[:max_bytes] if cut else value
-    if kind == "text":
-        text = head.decode("utf-8", "replace")
-        return {"text": text, "size": len(value), "truncated": True} if cut else text
-    out: dict[str, Any] = {"size": len(value), "base64": base64.b64encode(head).decode()}
-    if kind != "binary":
-        out["content"] = kind
-    if cut:
-        out["truncated"] = True
-    return out
-
-
-def _float(v: float) -> Any:
-    if math.isfinite(v):
-        return float(str(np.float32(v)))  # the shortest float32 repr: 0.3, not 0.30000001192…
-    return "NaN" if math.isnan(v) else ("Infinity" if v > 0 else "-Infinity")
-
-
-def _values(feature: Any, max_values: int, max_bytes: int) -> dict[str, Any]:
-    kind = feature.WhichOneof("kind")
-    if kind is None:
-        return {"type": None, "count": 0, "values": []}
-    values = getattr(feature, kind).value
-    shown = values[:max_values] if max_values else values
-    if kind == "int64_list":
-        out = [int(v) for v in shown]
-    elif kind == "float_list":
-        out = [_float(v) for v in shown]
-    else:
-        out = [_bytes_value(v, max_bytes) for v in shown]
-    d: dict[str, Any] = {"type": kind, "count": len(values), "values": out}
-    if len(shown) < len(values):
-        d["truncated"] = True
-    return d
-
-
-def describe_record(record: bytes, *, max_values: int = 8, max_bytes: int = 64) -> dict[str, Any]:
-    """A record as JSON-able data: its features (and feature lists), shortened for display.
-
-    Args:
-        record: a serialized Example, SequenceExample, or any bytes.
-        max_values: show at most this many values per list (0: all); ``count`` keeps the total.
-        max_bytes: show at most this many bytes of each bytes value (0: all).
-
-    Returns:
-        ``{"type": "Example" | "SequenceExample", "features": {...}, "feature_lists": {...}}``,
-        or ``{"type": "raw", "raw": ...}`` for bytes that are not an Example. A bytes value is
-        its text when it is printable UTF-8, else ``{"size", "base64"[, "content"]}``.
-    """
-    try:
-        msg = SequenceExample.FromString(record)
-    except Exception:  # protobuf's DecodeError, whichever backend
-        msg = None
-    if msg is None or not _is_example(record, msg):
-        return {"type": "raw", "raw": _bytes_value(record, max_bytes)}
-    features = {
-        name: _values(f, max_values, max_bytes) for name, f in sorted(msg.context.feature.items())
-    }
-    if not msg.feature_lists.feature_list:
-        return {"type": "Example", "features": features}
-    lists = {}
-    for name, flist in sorted(msg.feature_lists.feature_list.items()):
-        steps = list(flist.feature)
-        shown = steps[:max_values] if max_values else steps
-        entry: dict[str, Any] = {
-            "steps": len(steps),
-            "values": [_values(s, max_values, max_bytes) for s in shown],
-        }
-        if len(shown) < len(steps):
-            entry["truncated"] = True
-        lists[name] = entry
-    return {"type": "SequenceExample", "features": features, "feature_lists": lists}
-
-
-def _text_value(v: Any) -> str:
-    if isinstance(v, str):
-        return _quote(v)
-    if isinstance(v, dict) and "text" in v:
-        return f"{_quote(v['text'])}… ({v['size']} bytes)"
-    if isinstance(v, dict):
-        raw = base64.b64decode(v["base64"])[:16]
-        what = v.get("content", "binary")
-        return f"<{what}, {v['size']} bytes: {raw.hex()}{'…' if v['size'] > len(raw) else ''}>"
-    return str(v)
-
-
-def _quote(text: str) -> str:
-    """A quoted string with every control character escaped, safe to print to a terminal."""
-    return json.dumps(text, ensure_ascii=False)
-
-
-def _text_list(d: Mapping[str, Any]) -> str:
-    if d["type"] is None:
-        return "(no list type set)"
-    vals = [_text_value(v) for v in d["values"]]
-    more = ", …" if d.get("truncated") else ""
-    body = vals[0] if d["count"] == 1 else f"[{', '.join(vals)}{more}]"
-    return f"{d['type']}[{d['count']}]  {body}"
-
-
-def format_record(desc: Mapping[str, Any]) -> list[str]:
-    """The lines ``jaxrec head`` prints for a record described by :func:`describe_record`."""
-    if desc["type"] == "raw":
-        return [f"  (not a tf.train.Example) {_text_value(desc['raw'])}"]
-    lines = []
-    width = max((len(n) for n in (*desc["features"], *desc.get("feature_lists", {}))), default=0)
-    for name, d in desc["features"].items():
-        lines.append(f"  {name:<{width}}  {_text_list(d)}")
-    for name, entry in desc.get("feature_lists", {}).items():
-        more = ", …" if entry.get("truncated") else ""
-        steps = "; ".join(_text_list(s) for s in entry["values"])
-        lines.append(f"  {name:<{width}}  feature_list[{entry['steps']}]  {{{steps}{more}}}")
-    return lines or ["  (no features)"]

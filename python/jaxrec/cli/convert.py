@@ -19,10 +19,14 @@ in a seeded shuffled order, and shards are named ``<name>-00000-of-00016.tfrecor
 ``.zlib`` appended when compressed). The same inputs and options give the same bytes. Shards are
 written under temporary names and renamed at the end, so a failed run leaves no shard behind
 that looks complete. A ``<name>.manifest.json`` beside them records what was written.
+
+The command itself (:func:`add_parser`, :func:`run`) is at the end: it opens the source, writes
+the shards with a progress bar, and prints them (or the manifest, with ``--json``).
 """
 
 from __future__ import annotations
 
+import argparse
 import concurrent.futures
 import dataclasses
 import json
@@ -37,8 +41,19 @@ import numpy as np
 from jaxrec._example.encode import encode_example
 from jaxrec._io.paths import expand_paths
 from jaxrec._io.records import TFRecordWriter, read_chunks
+from jaxrec.cli._common import (
+    EXIT_OK,
+    UsageError,
+    add_command,
+    add_common,
+    console,
+    emit_json,
+    make_table,
+    positive,
+    progress,
+)
 
-__all__ = ["SOURCES", "convert", "open_source", "shard_names"]
+__all__ = ["SOURCES", "add_parser", "convert", "open_source", "run", "shard_names"]
 
 SOURCES = ("images", "npz", "npy", "parquet", "csv", "tfrecord")
 IMAGE_SUFFIXES = frozenset({".jpg", ".jpeg", ".png", ".gif", ".bmp", ".webp"})
@@ -360,3 +375,84 @@ def convert(
     }
     manifest_path.write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n")
     return manifest
+
+
+# --- the command ---------------------------------------------------------------------------------
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    """Adds ``jaxrec convert`` and its arguments."""
+    p = add_command(
+        subparsers,
+        "convert",
+        "build sharded TFRecords from images, npz/npy, Parquet/CSV or TFRecords",
+        "Build a sharded TFRecord dataset: from a folder of images with one sub-folder per "
+        "class, .npz/.npy arrays (first axis = records), Parquet or CSV tables (needs pyarrow: "
+        "pip install 'jaxrec[convert]'), or other TFRecords (to re-shard or recompress). Shards "
+        "are named NAME-00000-of-00016.tfrecord; records go to them round-robin.",
+    )
+    p.add_argument("inputs", nargs="+", metavar="INPUT", help="a folder, or files or globs")
+    p.add_argument("-o", "--out", required=True, metavar="DIR", help="output folder")
+    p.add_argument(
+        "--from",
+        dest="source",
+        choices=("auto", *SOURCES),
+        default="auto",
+        help="what the inputs are (default: from their names)",
+    )
+    p.add_argument("--name", default="train", help="shard name prefix (default train)")
+    p.add_argument("--num-shards", type=positive, default=1, help="number of files (default 1)")
+    p.add_argument(
+        "--compression",
+        type=str.lower,
+        choices=("none", "gzip", "zlib"),
+        default="none",
+        help="shard compression (default none)",
+    )
+    p.add_argument("--shuffle", action="store_true", help="write records in a shuffled order")
+    p.add_argument("--seed", type=int, default=0, help="shuffle seed (default 0)")
+    p.add_argument("--overwrite", action="store_true", help="replace existing shards")
+    add_common(p)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Writes the shards and prints them (or the manifest); returns the exit status.
+
+    Raises:
+        UsageError: the inputs do not fit the source kind, pyarrow is missing, or shards exist
+            and ``--overwrite`` was not given.
+    """
+    try:
+        source = open_source(args.inputs, args.source, workers=args.workers)
+    except (ValueError, ImportError) as e:
+        raise UsageError(str(e)) from e
+    with progress(args, f"writing {args.num_shards} shards", source.num_records) as advance:
+        try:
+            manifest = convert(
+                source,
+                args.out,
+                name=args.name,
+                num_shards=args.num_shards,
+                compression=args.compression,
+                shuffle=args.shuffle,
+                seed=args.seed,
+                overwrite=args.overwrite,
+                workers=args.workers,
+                on_records=advance,
+            )
+        except FileExistsError as e:
+            raise UsageError(str(e)) from e
+    if args.json:
+        emit_json(manifest)
+        return EXIT_OK
+    con = console()
+    table = make_table("shard", "records", right=("records",))
+    for shard in manifest["shards"]:
+        table.add_row(os.path.join(args.out, shard["file"]), f"{shard['records']:,}")
+    con.print(table)
+    con.print(
+        f"{manifest['num_records']:,} records from {source.kind} in {manifest['num_shards']} "
+        f"shards; manifest: {os.path.join(args.out, args.name + '.manifest.json')}"
+    )
+    return EXIT_OK

@@ -1,0 +1,99 @@
+"""``jaxrec index``: write a record index beside each file (or into ``--index-dir``).
+
+An index holds the offset of every record (the format is in :mod:`jaxrec._io.index`), so
+readers can jump to record *i* and count records without reading the file. Indexes that are up
+to date are kept unless ``--force``; a file whose framing breaks gets no index, and the exit
+status is 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+from collections.abc import Callable
+
+from jaxrec._io.index import TFRecordIndex, index_path
+from jaxrec.cli._common import (
+    EXIT_BAD_DATA,
+    EXIT_OK,
+    UsageError,
+    add_command,
+    add_common,
+    add_files,
+    console,
+    emit_json,
+    input_files,
+    make_table,
+    map_files,
+)
+from jaxrec.errors import CorruptRecordError, StaleIndexError
+
+__all__ = ["add_parser", "run"]
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    """Adds ``jaxrec index`` and its arguments."""
+    p = add_command(
+        subparsers,
+        "index",
+        "write a record index beside each file (for random access)",
+        "Write each file's record index (the offset of every record; the format is documented "
+        "in jaxrec/_index.py) as <file>.idx, or into --index-dir. Up-to-date indexes are kept.",
+    )
+    add_files(p)
+    p.add_argument(
+        "--index-dir", metavar="DIR", help="write <DIR>/<file name>.idx instead of beside each file"
+    )
+    p.add_argument("--force", action="store_true", help="rebuild indexes that look up to date")
+    add_common(p)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Indexes every file (in parallel) and prints where; returns the exit status.
+
+    Raises:
+        UsageError: with ``--index-dir``, two files share a name (their indexes would collide).
+    """
+    files = input_files(args.files)
+    if args.index_dir:
+        os.makedirs(args.index_dir, exist_ok=True)
+        names = [os.path.basename(f) for f in files]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise UsageError(
+                f"--index-dir: several files are named {dupes[0]!r}; their indexes would collide"
+            )
+    results = map_files(args, lambda p, adv: _index_file(p, adv, args), files, "indexing")
+    ok = all(r["status"] != "error" for r in results)
+    if args.json:
+        emit_json({"ok": ok, "files": results})
+    else:
+        table = make_table("file", "records", "index", "status", right=("records",))
+        for r in results:
+            recs = "-" if r["records"] is None else f"{r['records']:,}"
+            table.add_row(r["path"], recs, r["index"] or "-", r["status"])
+        con = console()
+        con.print(table)
+        for r in results:
+            if "error" in r:
+                con.print(f"error: {r['error']}", markup=False)
+    return EXIT_OK if ok else EXIT_BAD_DATA
+
+
+def _index_file(path: str, advance: Callable, args: argparse.Namespace) -> dict:
+    target = index_path(path, args.index_dir)
+    if not args.force:
+        with contextlib.suppress(FileNotFoundError, StaleIndexError):
+            index = TFRecordIndex.load(path, index_dir=args.index_dir)
+            advance(os.path.getsize(path))
+            return {"path": path, "index": target, "records": len(index), "status": "up to date"}
+    try:
+        index = TFRecordIndex.build(path)
+    except CorruptRecordError as e:
+        advance(os.path.getsize(path))
+        return {"path": path, "index": None, "records": None, "status": "error", "error": str(e)}
+    index.save(target)
+    advance(os.path.getsize(path))
+    return {"path": path, "index": target, "records": len(index), "status": "written"}

@@ -1,0 +1,104 @@
+"""``jaxrec inspect``: infer the schema of TFRecord files and print it, as JSON, or as spec code.
+
+The inference itself is :func:`jaxrec.infer_schema`; this module prints its result: a table per
+feature group (features or context, feature lists), JSON, or the spec code to paste.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from jaxrec._example.schema import Schema, infer_schema
+from jaxrec.cli._common import (
+    EXIT_OK,
+    add_command,
+    add_files,
+    console,
+    emit_json,
+    input_files,
+    make_table,
+)
+
+__all__ = ["add_parser", "run"]
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    """Adds ``jaxrec inspect`` and its arguments."""
+    p = add_command(
+        subparsers,
+        "inspect",
+        "infer the schema: features, types, value counts, missing rates",
+        "Scan records and describe every feature: its list type, how many values it holds "
+        "(min/max/fixed), how often it is missing, value ranges; Example or SequenceExample. "
+        "--spec prints spec code ready to paste.",
+    )
+    add_files(p)
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--spec", action="store_true", help="print a jaxrec spec as Python code")
+    mode.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.add_argument(
+        "--limit",
+        type=int,
+        default=10_000,
+        help="scan at most this many records, spread over the files; 0 scans all (default 10000)",
+    )
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Scans up to ``--limit`` records and prints the schema; returns the exit status."""
+    files = input_files(args.files)
+    schema = infer_schema(files, limit=args.limit)
+    if args.spec:
+        sys.stdout.write(schema.spec_code())
+    elif args.json:
+        emit_json(schema.to_dict())
+    else:
+        _print_schema(schema)
+    return EXIT_OK
+
+
+def _print_schema(schema: Schema) -> None:
+    con = console()
+    scope = "all" if schema.complete else "a sample, not all"
+    con.print(
+        f"{schema.kind} · {schema.scanned:,} records scanned ({scope}) · {len(schema.files)} "
+        f"file{'s' if len(schema.files) != 1 else ''}"
+    )
+    if schema.not_examples:
+        con.print(f"{schema.not_examples:,} records are not tf.train.Examples")
+    suggestions = schema.suggestions()
+    for title, stats, in_list in (
+        ("features" if schema.kind == "Example" else "context", schema.features, False),
+        ("feature lists", schema.feature_lists, True),
+    ):
+        if not stats:
+            continue
+        cols = ["feature", "type", *(["steps"] if in_list else []), "values", "missing"]
+        table = make_table(*cols, "details", "spec", right=("values", "missing", "steps"))
+        table.title, table.title_justify = title, "left"
+        for name, s in sorted(stats.items()):
+            d = s.to_dict(schema.scanned)
+            vals = d["values"]
+            count = "-" if vals["min"] is None else _span(vals["min"], vals["max"])
+            missing = f"{d['missing'] / max(1, schema.scanned):.0%}" if d["missing"] else "0"
+            details = []
+            if "range" in d:
+                details.append(f"{d['range'][0]}..{d['range'][1]}")
+            if "bytes" in d:
+                top = next(iter(d["content"]), "")
+                details.append(f"{top}, {_span(d['bytes']['min'], d['bytes']['max'])} bytes")
+            if d.get("nonfinite"):
+                details.append(f"{d['nonfinite']} NaN/inf")
+            steps = [_span(s.min_steps, s.max_steps)] if in_list else []
+            spec = suggestions[in_list].get(name, "-")
+            row = [name, d["type"] or "-", *steps, count, missing, "; ".join(details), spec]
+            table.add_row(*row, style=None if spec != "-" else "dim")
+        con.print(table)
+    con.print("Spec code to paste: jaxrec inspect FILES --spec")
+
+
+def _span(lo: Any, hi: Any) -> str:
+    return "-" if lo is None else (str(lo) if lo == hi else f"{lo}-{hi}")
