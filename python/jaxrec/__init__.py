@@ -60,6 +60,7 @@ from jaxrec.errors import CorruptRecordError as CorruptRecordError
 from jaxrec.errors import EncodeError as EncodeError
 from jaxrec.errors import ExampleParseError as ExampleParseError
 from jaxrec.errors import FeatureSpecError as FeatureSpecError
+from jaxrec.errors import FileChangedError as FileChangedError
 from jaxrec.errors import JaxrecError as JaxrecError
 from jaxrec.errors import ShardingError as ShardingError
 from jaxrec.errors import StaleIndexError as StaleIndexError
@@ -91,6 +92,7 @@ __all__ = [
     "FeatureLists",
     "FeatureSpecError",
     "Features",
+    "FileChangedError",
     "FixedLenFeature",
     "FixedLenSequenceFeature",
     "FloatList",

@@ -17,6 +17,7 @@ __all__ = [
     "EncodeError",
     "ExampleParseError",
     "FeatureSpecError",
+    "FileChangedError",
     "JaxrecError",
     "ShardingError",
     "StaleIndexError",
@@ -142,4 +143,14 @@ class StaleIndexError(JaxrecError, ValueError):
     """A record index does not match its file (the file changed since), or is damaged.
 
     Rebuild it: ``jaxrec index --force FILES`` or ``TFRecordIndex.build(path).save()``.
+    """
+
+
+class FileChangedError(_LocatedError, ValueError):
+    """A file is not what the Loader planned with.
+
+    It holds fewer records than were counted, or its size or contents differ from what a saved
+    state recorded.
+
+    Rerun without the stale counts, index or state (``jaxrec index --force`` rebuilds indexes).
     """

@@ -25,9 +25,15 @@ BUILTINS = {
     jr.EncodeError: (TypeError, ValueError),
     jr.ShardingError: (ValueError,),
     jr.StaleIndexError: (ValueError,),
+    jr.FileChangedError: (ValueError,),
 }
 # The errors about one record: they take and keep a location.
-LOCATED = [jr.CorruptRecordError, jr.TruncatedRecordError, jr.ExampleParseError]
+LOCATED = [
+    jr.CorruptRecordError,
+    jr.TruncatedRecordError,
+    jr.ExampleParseError,
+    jr.FileChangedError,
+]
 UNLOCATED = [c for c in BUILTINS if c not in LOCATED]
 
 

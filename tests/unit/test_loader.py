@@ -174,9 +174,16 @@ def test_state_is_small_json_and_checked(tmp_path):
     next(it)
     state = json.loads(json.dumps(loader.state()))
     it.close()
-    assert len(json.dumps(state)) < 4000
-    with pytest.raises(jr.JaxrecError, match="batch_size: saved 4, now 8"):
-        jr.Loader(paths, SPEC, batch_size=8, shuffle=True, seed=0, shuffle_buffer=8, state=state)
+    assert len(json.dumps(state)) < 1000  # positions, not records: no list of buffered records
+    with pytest.raises(jr.JaxrecError, match="seed: saved 0, now 1"):
+        jr.Loader(paths, SPEC, batch_size=4, shuffle=True, seed=1, shuffle_buffer=8, state=state)
+    # Another batch size continues the epoch with the records not yet yielded, once each.
+    resumed = jr.Loader(
+        paths, SPEC, batch_size=8, shuffle=True, seed=0, shuffle_buffer=8, state=state
+    )
+    rest, _ = epoch_ids(resumed)
+    first = next(iter(jr.Loader(paths, SPEC, batch_size=4, shuffle=True, seed=0, shuffle_buffer=8)))
+    assert sorted(rest[0] + first["id"].tolist()) == all_ids([50, 50])
 
 
 def test_iterating_again_continues(tmp_path):

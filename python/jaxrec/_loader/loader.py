@@ -15,7 +15,9 @@ The Loader composes the stages of the data's path, each in its own module of thi
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import hashlib
 import os
 import secrets
 import threading
@@ -27,16 +29,19 @@ import numpy as np
 from jaxrec._io.paths import PathLike, expand_paths
 from jaxrec._io.records import open_reader, skips_errors
 from jaxrec._loader.batcher import Batcher
-from jaxrec._loader.counts import record_counts as count_all
+from jaxrec._loader.counts import span_table
 from jaxrec._loader.device import check_batch_fits, to_device
 from jaxrec._loader.pipeline import END, BatchInfo, Pipeline, RunSpec
-from jaxrec._loader.sharding import HostShard, host_shard, plan_shards
+from jaxrec._loader.shares import epoch_order, segment_shares
+from jaxrec._loader.sharding import EpochPlan, HostShard, epoch_plan, host_shard
+from jaxrec._loader.shuffle import Layout
+from jaxrec._loader.spans import DEFAULT_SPAN_BYTES
 from jaxrec._loader.state import LoaderPosition, check_config, load_state
 from jaxrec._loader.stats import Stats
 from jaxrec._loader.stream import EpochStream
 from jaxrec._parse import ExampleParser
 from jaxrec._spec import KIND_FIXED, CompiledFeature
-from jaxrec.errors import FeatureSpecError
+from jaxrec.errors import FeatureSpecError, ShardingError
 
 __all__ = ["BatchInfo", "Loader"]
 
@@ -117,44 +122,60 @@ class Loader:
         chunk_bytes: int = 1 << 20,
         mask_key: str = "mask",
         state: Mapping[str, Any] | str | None = None,
+        span_bytes: int = DEFAULT_SPAN_BYTES,
     ) -> None:
         skip = skips_errors(on_error)
         if num_epochs is not None and num_epochs < 1:
             raise ValueError(f"num_epochs must be >= 1 or None, got {num_epochs}")
         self.paths = expand_paths(files)
+        if not self.paths:
+            raise ShardingError("no files to read")
         self.batch_size = int(batch_size)
         self.num_epochs = num_epochs
+        self.drop_remainder = bool(drop_remainder)
         self.shuffle = bool(shuffle)
         self.seed = (secrets.randbits(63) if seed is None else int(seed)) if shuffle else None
         self.shuffle_buffer = int(shuffle_buffer)
         self.sharding = sharding
         self.prefetch = max(1, int(prefetch))
         self.num_threads = max(1, num_threads or os.cpu_count() or 1)
-        self.cycle_length = max(1, cycle_length or min(self.num_threads, 16))
-        self.block_length = block_length
+        self.cycle_length = max(1, int(cycle_length or 16))
+        self.block_length = max(1, int(block_length))
         self.chunk_bytes = chunk_bytes
         self.shard: HostShard = host_shard(process_index, process_count)
+        self._skip_errors = skip
         self._reader_options = {"compression": compression, "verify": verify, "skip_errors": skip}
         self.parser = ExampleParser(features, sequence_features)
         _check_static(self.parser.compiled_features, "features")
         _check_static(self.parser.compiled_sequence_features, "sequence_features")
         self._batcher = Batcher(self._parse_rows([], [], []), self.batch_size, mask_key)
-        counts = (
-            list(record_counts)
-            if record_counts is not None
-            else count_all(self.paths, self._reader_options, self.num_threads)
+        self.spans = span_table(
+            self.paths,
+            reader_options=self._reader_options,
+            num_threads=self.num_threads,
+            span_bytes=int(span_bytes),
+            given_counts=None if record_counts is None else list(record_counts),
+            host=self.shard.index,
+            hosts=self.shard.count,
         )
-        if len(counts) != len(self.paths):
-            raise ValueError(f"record_counts has {len(counts)} entries for {len(self.paths)} files")
-        self.record_counts = counts
-        self.plan = plan_shards(counts, self.shard, self.batch_size, drop_remainder)
+        if self.spans.total == 0:
+            raise ShardingError(f"the {len(self.paths)} file(s) hold no records")
+        self.record_counts = self.spans.file_counts()
+        self._layout = Layout(
+            self.cycle_length,
+            self.block_length,
+            self.shuffle_buffer if self.shuffle else 0,
+            self.seed,
+        )
+        self.plan = epoch_plan(self.spans.total, self.shard, self.batch_size, self.drop_remainder)
         if sharding is not None:
             check_batch_fits(sharding, self.batch_size, self.shard.count)
         self._position = LoaderPosition()
         if state is not None:
-            position, saved = load_state(state)
+            position, saved = load_state(state, self.shard.count, self.batch_size, self.shard.index)
             if self.shuffle and seed is None and saved.get("seed") is not None:
                 self.seed = saved["seed"]  # the saved run drew its seed at random: keep it
+                self._layout = dataclasses.replace(self._layout, seed=self.seed)
             check_config(saved, self._config())
             self._position = position
         self.last_info: BatchInfo | None = None
@@ -166,37 +187,49 @@ class Loader:
 
     def _config(self) -> dict[str, Any]:
         """The settings a saved position depends on (see :mod:`jaxrec._loader.state`)."""
+        names = hashlib.sha256("\0".join(os.path.basename(p) for p in self.paths).encode())
         return {
             "files": len(self.paths),
-            "first_file": os.path.basename(self.paths[0]),
-            "record_counts_sum": int(sum(self.record_counts)),
-            "batch_size": self.batch_size,
-            "host": [self.shard.index, self.shard.count],
+            "files_digest": names.hexdigest()[:16],
+            "spans": self.spans.digest(),
             "shuffle": self.shuffle,
             "seed": self.seed,
-            "shuffle_buffer": self.shuffle_buffer,
+            "shuffle_buffer": self.shuffle_buffer if self.shuffle else None,
             "cycle_length": self.cycle_length,
             "block_length": self.block_length,
+            "drop_remainder": self.drop_remainder,
         }
 
     def _open_reader(self, path: str, **position: int):
         return open_reader(path, **self._reader_options, **position)
 
-    def _make_stream(self, epoch: int, pool) -> EpochStream:
-        return EpochStream(
-            self.paths,
-            self.plan,
+    def _open_segment(self, position: LoaderPosition, pool) -> tuple[EpochStream, EpochPlan]:
+        """The stream of this host's share of the segment ``position`` is in, and its plan."""
+        epoch = position.epoch
+        order = epoch_order(len(self.spans), self.seed, epoch)
+        shares = segment_shares(
+            self.spans.count, order, position.segments, self.shard.count, self._layout, epoch
+        )
+        mine = shares[self.shard.index]
+        plan = epoch_plan(
+            sum(p.total for p in shares), self.shard, self.batch_size, self.drop_remainder
+        )
+        stream = EpochStream(
+            self.spans,
+            mine,
+            self._layout,
             epoch=epoch,
-            seed=self.seed,
+            segment=len(position.segments),
             host=self.shard.index,
-            buffer_size=self.shuffle_buffer,
-            cycle_length=self.cycle_length,
-            block_length=self.block_length,
+            start=min(position.batches * self.batch_size, mine.total),
+            hint=position.hint,
             open_reader=self._open_reader,
             chunk_bytes=self.chunk_bytes,
             pool=pool,
             stats=self._stats,
+            skip_errors=self._skip_errors,
         )
+        return stream, plan
 
     def _parse_rows(self, chunks, which, rows) -> dict[str, np.ndarray]:
         return self.parser.parse_rows(
@@ -219,11 +252,10 @@ class Loader:
                 to_device, sharding=self.sharding, process_count=self.shard.count
             )
         return RunSpec(
-            plan=self.plan,
             batch_size=self.batch_size,
             num_epochs=self.num_epochs,
             start=self._position,
-            make_stream=self._make_stream,
+            open_segment=self._open_segment,
             parse=self._timed_parse,
             finish=self._finish,
             to_device=to_dev,
@@ -237,7 +269,7 @@ class Loader:
     @property
     def batches_per_epoch(self) -> int:
         """Batches every host yields per epoch."""
-        return self.plan.batches_per_epoch
+        return self.plan.batches
 
     @property
     def mask_key(self) -> str:
@@ -292,7 +324,9 @@ class Loader:
         Save it with your checkpoint; ``Loader(<same arguments>, state=state)`` yields the
         batches an uninterrupted run would have yielded next, shuffle included.
         """
-        return self._position.to_state(self._config())
+        return self._position.to_state(
+            self._config(), self.shard.count, self.batch_size, self.shard.index
+        )
 
     def stats(self) -> dict[str, Any]:
         """Counters of the run so far.

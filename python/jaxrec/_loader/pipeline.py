@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from jaxrec._loader.sharding import ShardPlan
+from jaxrec._loader.sharding import EpochPlan
 from jaxrec._loader.state import LoaderPosition
 from jaxrec._loader.stats import Stats
 from jaxrec._loader.stream import EpochStream
@@ -112,11 +112,11 @@ class RunSpec:
     """What a run needs from its Loader, handed over as values (the run never reaches back).
 
     Attributes:
-        plan: this host's share and the batches per epoch.
         batch_size: rows per batch.
         num_epochs: epochs to run (``None``: forever).
         start: where to start.
-        make_stream: builds the stream of an epoch on the run's pool.
+        open_segment: the stream (on the run's pool) and the plan of the segment of an epoch
+            that a position is in.
         parse: parses ``(chunks, which, rows)`` into arrays (on the pool).
         finish: pads ``(parsed or None, real rows)`` to a batch with a mask.
         to_device: places a batch on devices (``None``: batches stay numpy).
@@ -125,11 +125,12 @@ class RunSpec:
         stats: the loader's counters.
     """
 
-    plan: ShardPlan
     batch_size: int
     num_epochs: int | None
     start: LoaderPosition
-    make_stream: Callable[[int, concurrent.futures.Executor], EpochStream]
+    open_segment: Callable[
+        [LoaderPosition, concurrent.futures.Executor], tuple[EpochStream, EpochPlan]
+    ]
     parse: Callable[..., dict[str, np.ndarray]]
     finish: Callable[[dict[str, np.ndarray] | None, int], dict[str, Any]]
     to_device: Callable[[dict[str, Any]], dict[str, Any]] | None
@@ -195,21 +196,21 @@ class Pipeline:
 
     def _plan(self) -> None:
         s = self.spec
-        epoch, index = s.start.epoch, s.start.index_in_epoch
-        stream_state = s.start.stream_state()
-        n, b = s.plan.batches_per_epoch, s.batch_size
-        while s.num_epochs is None or epoch < s.num_epochs:
-            stream = s.make_stream(epoch, self.pool)
+        b = s.batch_size
+        position = s.start
+        while s.num_epochs is None or position.epoch < s.num_epochs:
+            epoch, segments = position.epoch, position.segments
+            stream, plan = s.open_segment(position, self.pool)
             try:
-                if stream_state is not None and index > 0:
-                    stream.set_state(stream_state)
-                while index < n:
+                done = position.batches  # batches of this segment yielded before
+                before = position.index_in_epoch - done  # ... and of earlier segments
+                while done < plan.batches:
                     # Handles, chunk lookup and position for a group of batches at once: the
                     # per-batch Python work of the planner is what the GIL would serialise.
-                    group = min(_GROUP, n - index)
+                    group = min(_GROUP, plan.batches - done)
+                    hint = stream.hint  # where readers stood at or before these batches
                     handles = stream.next_handles(b * group)
                     chunks, which, rows = stream.resolve(handles)
-                    snap = stream.snapshot()
                     for j in range(group):
                         if self._stop.is_set():
                             return
@@ -218,31 +219,20 @@ class Pipeline:
                         job = None
                         if real:
                             job = self.pool.submit(s.parse, chunks, which[lo:hi], rows[lo:hi])
-                        last = index + 1 == n
-                        # After batch j, the group's later handles are still to be batched.
+                        last = done + 1 == plan.batches
                         after = (
                             LoaderPosition(epoch + 1)
                             if last
-                            else LoaderPosition(epoch, index + 1, snap.with_unbatched(handles[hi:]))
+                            else LoaderPosition(epoch, segments, done + 1, hint)
                         )
-                        info = BatchInfo(epoch, index, real, last)
+                        info = BatchInfo(epoch, before + done, real, last)
                         if not self._put(self.inflight, (job, real, after, info)):
                             return
-                        index += 1
-                leftover = len(stream.next_handles(1 << 62))
-                s.stats.add(records_dropped=leftover)
-                if leftover > s.plan.dropped_per_epoch:
-                    # More records than counted at start: the files changed under us.
-                    s.stats.add_errors(
-                        [
-                            f"epoch {epoch}: {leftover - s.plan.dropped_per_epoch} records beyond "
-                            "the counted ones were not read; did the files change since they "
-                            "were counted?"
-                        ]
-                    )
+                        done += 1
+                s.stats.add(records_dropped=plan.dropped)
             finally:
                 stream.close()
-            epoch, index, stream_state = epoch + 1, 0, None
+            position = LoaderPosition(epoch + 1)
         self._put(self.inflight, END)
 
     def _ready(self, item: tuple) -> tuple:

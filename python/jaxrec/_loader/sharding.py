@@ -1,29 +1,22 @@
-"""Per-host shard assignment: which records each host of a pod reads, and how many batches.
+"""This host's place in the pod, and the numbers every host agrees on for an epoch.
 
-Every host computes the same plan from the same inputs (the sorted file list, the record count
-of every file, the host count), so hosts agree without talking to each other:
-
-* **file-level** when there are at least as many files as hosts: host ``h`` reads files
-  ``h, h + H, h + 2H, ...`` of the list, whole;
-* **record-level** when there are fewer files than hosts: every host reads every file and keeps
-  the records whose index in the file is ``h`` modulo ``H``.
-
-Either way each record belongs to exactly one host. Because hosts then hold different numbers of
-records, the number of batches per epoch is agreed from the counts: without
-``drop_remainder`` it is the largest host's ``ceil(records / batch)`` and hosts with fewer
-records pad with masked rows; with ``drop_remainder`` it is the smallest host's
-``floor(records / batch)`` and each host drops what does not fit (counted in the stats). An
-uneven number of batches would hang a pod at its next collective, so this is never left to chance.
+Which records a host reads is dealt in :mod:`jaxrec._loader.shares`; here is who the host is
+(:class:`HostShard`) and what the deal implies for batches (:class:`EpochPlan`): every host
+yields the same number of batches per epoch, since an uneven count would hang a pod at its next
+collective. Without ``drop_remainder`` that is the largest share's ``ceil(records / batch)``
+(the smaller shares pad with masked rows); with it, the smallest share's
+``floor(records / batch)`` (each host drops what does not fit, counted in the stats). Shares
+differ by at most one record, so at most one batch of padding or dropping per host.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
 
+from jaxrec._loader.collective import joined_hosts
 from jaxrec.errors import ShardingError
 
-__all__ = ["HostShard", "ShardPlan", "host_shard", "plan_shards"]
+__all__ = ["EpochPlan", "HostShard", "epoch_plan", "host_shard"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,7 +34,9 @@ class HostShard:
 
 
 def host_shard(process_index: int | None = None, process_count: int | None = None) -> HostShard:
-    """This host's shard: JAX's ``process_index()`` / ``process_count()`` unless given.
+    """This host's shard: as given, else JAX's ``process_index()`` / ``process_count()``.
+
+    Without ``jax.distributed`` this is host 0 of 1, found without initialising JAX.
 
     Raises:
         ShardingError: only one of the two is given, or they are out of range.
@@ -49,75 +44,46 @@ def host_shard(process_index: int | None = None, process_count: int | None = Non
     if (process_index is None) != (process_count is None):
         raise ShardingError("give both process_index and process_count, or neither")
     if process_index is None:
-        import jax
-
-        return HostShard(jax.process_index(), jax.process_count())
+        joined = joined_hosts()
+        return HostShard(*joined) if joined is not None else HostShard(0, 1)
     return HostShard(int(process_index), int(process_count))
 
 
 @dataclasses.dataclass(frozen=True)
-class ShardPlan:
-    """What one host reads in each epoch, and how many batches every host yields.
+class EpochPlan:
+    """The batches of one segment of an epoch (a whole epoch, unless a resume split it).
 
     Attributes:
-        files: indices (into the full file list) of the files this host opens.
-        record_stride: 1 (whole files), or ``H`` when records are split by index modulo ``H``.
-        record_phase: the index modulo ``record_stride`` this host keeps.
-        host_records: records this host owns per epoch.
-        batches_per_epoch: batches every host yields per epoch.
-        dropped_per_epoch: records this host drops per epoch (``drop_remainder`` only).
+        records: records dealt to all hosts.
+        host_records: records this host's share holds.
+        batches: batches every host yields.
+        dropped: records this host drops (``drop_remainder`` only).
     """
 
-    files: tuple[int, ...]
-    record_stride: int
-    record_phase: int
+    records: int
     host_records: int
-    batches_per_epoch: int
-    dropped_per_epoch: int
+    batches: int
+    dropped: int
 
 
-def _share(count: int, phase: int, stride: int) -> int:
-    """How many of ``range(count)`` are ``phase`` modulo ``stride``."""
-    return max(0, (count - phase + stride - 1) // stride)
-
-
-def plan_shards(
-    counts: Sequence[int], shard: HostShard, batch_size: int, drop_remainder: bool
-) -> ShardPlan:
-    """Assigns files/records to ``shard`` and agrees the batch count (see the module doc).
-
-    Args:
-        counts: record count of every file, in the order all hosts list them.
-        shard: this host.
-        batch_size: rows per batch on each host.
-        drop_remainder: cut the epoch to full batches on every host instead of padding.
+def epoch_plan(records: int, shard: HostShard, batch_size: int, drop_remainder: bool) -> EpochPlan:
+    """The batch count every host yields for ``records`` dealt over the pod.
 
     Raises:
-        ShardingError: no files, or no host would get a single full batch with
-            ``drop_remainder``.
+        ShardingError: ``batch_size`` < 1, or ``drop_remainder`` leaves no full batch on
+            some host.
     """
-    if not counts:
-        raise ShardingError("no files to read")
     if batch_size < 1:
         raise ShardingError(f"batch_size must be >= 1, got {batch_size}")
     h, n = shard.index, shard.count
-    if len(counts) >= n:
-        stride, phase = 1, 0
-        per_host = [sum(counts[i::n]) for i in range(n)]
-        files = tuple(range(h, len(counts), n))
-    else:
-        stride, phase = n, h
-        per_host = [sum(_share(c, i, n) for c in counts) for i in range(n)]
-        files = tuple(range(len(counts)))
+    smallest, largest = records // n, -(-records // n)
+    mine = (h + 1) * records // n - h * records // n
     if drop_remainder:
-        batches = min(per_host) // batch_size
-        if batches == 0:
+        batches = smallest // batch_size
+        if batches == 0 and records:
             raise ShardingError(
-                f"drop_remainder=True leaves no full batch of {batch_size}: the smallest host "
-                f"share holds {min(per_host)} records (shares: {per_host})"
+                f"drop_remainder=True leaves no full batch of {batch_size}: each of the "
+                f"{n} hosts' shares holds {smallest} or {largest} of {records} records"
             )
-    else:
-        batches = max(-(-r // batch_size) for r in per_host)
-    mine = per_host[h]
-    dropped = max(0, mine - batches * batch_size) if drop_remainder else 0
-    return ShardPlan(files, stride, phase, mine, batches, dropped)
+        return EpochPlan(records, mine, batches, mine - batches * batch_size)
+    return EpochPlan(records, mine, -(-largest // batch_size), 0)

@@ -1,13 +1,20 @@
-"""The Loader's saved state: where the run is, and the settings its position depends on.
+"""The Loader's saved state: the position of the whole pod, and what it depends on.
 
-A state is small JSON::
+Every host of a run yields the same number of batches, and everything about the order is
+arithmetic on the span counts (:mod:`jaxrec._loader.shares`), so the position of *every* host is
+three numbers: the epoch, the segments of the epoch that ran on other host counts or batch
+sizes, and the batches yielded in the current segment. A state is small JSON, the same on
+every host (but for an optional ``hint`` of this host's byte offsets)::
 
-    {"version": 2, "epoch": 1, "index_in_epoch": 37,
-     "stream": <StreamPosition.to_state()> or null at an epoch boundary,
-     "config": {"files": 8, "batch_size": 256, "seed": 7, ...}}
+    {"version": 3, "epoch": 1, "segments": [{"hosts": 4, "batch_size": 256, "batches": 37}],
+     "hosts": 2, "batch_size": 512, "batches": 12,
+     "hint": {"host": 0, "position": 4096, "files": {"3": [88210, 1411]}},
+     "config": {"files": 8, "files_digest": "...", "spans": "...", "seed": 7, ...}}
 
-``config`` holds every setting the order depends on; a Loader resumes a state only when its own
-settings give the same ``config``, and says which ones differ otherwise.
+``config`` holds every setting the order depends on; a Loader resumes a state only when its
+own settings give the same ``config``, and names the ones that differ otherwise. The host count
+and the batch size may differ: the interrupted epoch then continues as a new segment, its
+remaining records dealt to the new hosts (:func:`jaxrec._loader.shares.segment_shares`).
 """
 
 from __future__ import annotations
@@ -17,12 +24,13 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from jaxrec._loader.stream import StreamPosition
+from jaxrec._loader.shares import Segment
+from jaxrec._loader.stream import StreamHint
 from jaxrec.errors import JaxrecError
 
 __all__ = ["STATE_VERSION", "LoaderPosition", "check_config", "load_state"]
 
-STATE_VERSION = 2
+STATE_VERSION = 3
 
 
 @dataclasses.dataclass(frozen=True)
@@ -31,33 +39,48 @@ class LoaderPosition:
 
     Attributes:
         epoch: the epoch of the next batch.
-        index_in_epoch: its index in the epoch.
-        stream: the epoch stream's position (``None`` when the epoch starts afresh).
+        segments: the finished segments of that epoch (other host counts or batch sizes).
+        batches: batches every host yielded in the current segment.
+        hint: this host's reader positions (used when the same host resumes the same segment).
     """
 
     epoch: int = 0
-    index_in_epoch: int = 0
-    stream: StreamPosition | dict[str, Any] | None = None
+    segments: tuple[Segment, ...] = ()
+    batches: int = 0
+    hint: StreamHint | None = None
 
-    def stream_state(self) -> dict[str, Any] | None:
-        """The stream's position as JSON-ready data (``None`` at an epoch boundary)."""
-        if isinstance(self.stream, StreamPosition):
-            return self.stream.to_state()
-        return self.stream
+    @property
+    def index_in_epoch(self) -> int:
+        """Batches of the epoch yielded before this position."""
+        return sum(s.batches for s in self.segments) + self.batches
 
-    def to_state(self, config: Mapping[str, Any]) -> dict[str, Any]:
-        """The saved state of this position under ``config``."""
+    def to_state(
+        self, config: Mapping[str, Any], hosts: int, batch_size: int, host: int
+    ) -> dict[str, Any]:
+        """The saved state of this position for a run on ``hosts`` hosts of ``batch_size``."""
+        hint = None
+        if self.hint is not None:
+            hint = {"host": host, **self.hint.to_state()}
         return {
             "version": STATE_VERSION,
             "epoch": self.epoch,
-            "index_in_epoch": self.index_in_epoch,
-            "stream": self.stream_state(),
+            "segments": [s.to_state() for s in self.segments],
+            "hosts": hosts,
+            "batch_size": batch_size,
+            "batches": self.batches,
+            "hint": hint,
             "config": dict(config),
         }
 
 
-def load_state(state: Mapping[str, Any] | str) -> tuple[LoaderPosition, dict[str, Any]]:
-    """Reads a saved state (a dict, or its JSON text): its position and its config.
+def load_state(
+    state: Mapping[str, Any] | str, hosts: int, batch_size: int, host: int
+) -> tuple[LoaderPosition, dict[str, Any]]:
+    """Reads a saved state (a dict, or its JSON text) for a run on ``hosts`` hosts.
+
+    On the host count and batch size it was saved with, the position continues the same
+    segment (with this host's hint, if it is this host's); on others, the saved segment is
+    finished and a new one starts.
 
     Raises:
         JaxrecError: the state is of another version or is not a loader state.
@@ -68,22 +91,31 @@ def load_state(state: Mapping[str, Any] | str) -> tuple[LoaderPosition, dict[str
         version = state.get("version") if isinstance(state, Mapping) else None
         raise JaxrecError(
             f"unsupported loader state version {version!r} (this jaxrec reads version "
-            f"{STATE_VERSION})"
+            f"{STATE_VERSION}; states of older versions cannot be resumed)"
         )
     try:
-        position = LoaderPosition(
-            int(state["epoch"]), int(state["index_in_epoch"]), state["stream"]
-        )
-        return position, dict(state["config"])
+        epoch = int(state["epoch"])
+        segments = tuple(Segment.from_state(s) for s in state["segments"])
+        current = Segment(int(state["hosts"]), int(state["batch_size"]), int(state["batches"]))
+        config = dict(state["config"])
+        hint_state = state.get("hint")
     except (KeyError, TypeError, ValueError) as e:
         raise JaxrecError(f"not a loader state: {e!r}") from e
+    if (current.hosts, current.batch_size) == (hosts, batch_size):
+        hint = None
+        if hint_state and int(hint_state.get("host", -1)) == host:
+            hint = StreamHint.from_state(hint_state)
+        return LoaderPosition(epoch, segments, current.batches, hint), config
+    if current.batches:
+        segments = (*segments, current)
+    return LoaderPosition(epoch, segments, 0, None), config
 
 
 def check_config(saved: Mapping[str, Any], mine: Mapping[str, Any]) -> None:
     """Raises unless a saved config equals this loader's.
 
     Raises:
-        JaxrecError: naming every setting that differs, e.g. ``batch_size: saved 4, now 8``.
+        JaxrecError: naming every setting that differs, e.g. ``seed: saved 4, now 8``.
     """
     keys = list(mine) + [k for k in saved if k not in mine]
     diff = [k for k in keys if saved.get(k) != mine.get(k)]

@@ -1,0 +1,184 @@
+"""Reading one piece: exactly its records, from its span, into the chunk registry.
+
+A :class:`PieceReader` opens the piece's file where its span starts (or at a closer known
+position), reads blocks ahead on the pool, keeps the rows that belong to the piece and hands
+them out as record handles. It never reads past the piece's last record, and a file that ends
+before it is an error (:class:`~jaxrec.errors.FileChangedError`): the counts the plan was made
+from no longer hold, and the epoch would otherwise come up short without a word. With
+``on_error="skip"`` a piece may end short because bad records were skipped; those are counted.
+"""
+
+from __future__ import annotations
+
+import collections
+import concurrent.futures
+
+import numpy as np
+
+from jaxrec import _native
+from jaxrec._loader.chunks import ChunkRegistry, OpenReader
+from jaxrec._loader.pieces import Pieces
+from jaxrec._loader.spans import SpanTable
+from jaxrec._loader.stats import Stats
+from jaxrec.errors import FileChangedError
+
+__all__ = ["PieceReader"]
+
+
+class PieceReader:
+    """The records of piece ``i`` of ``pieces`` from its ``taken``-th on.
+
+    Args:
+        spans: the dataset's spans.
+        pieces: the host's pieces.
+        i: which piece.
+        taken: records of the piece already taken (a resumed position).
+        registry: where chunks go.
+        open_reader: opens a file at ``start_offset=`` / ``start_index=``.
+        chunk_bytes: the block size.
+        pool: runs the reads.
+        stats: counts read time, records and bytes.
+        skip_errors: bad records are being skipped (a short piece is not an error).
+        hint: ``(byte offset, record index)`` of a record of the file at or before the first
+            wanted one, to start closer than the span's start.
+    """
+
+    def __init__(
+        self,
+        spans: SpanTable,
+        pieces: Pieces,
+        i: int,
+        taken: int,
+        *,
+        registry: ChunkRegistry,
+        open_reader: OpenReader,
+        chunk_bytes: int,
+        pool: concurrent.futures.Executor,
+        stats: Stats,
+        skip_errors: bool,
+        hint: tuple[int, int] | None = None,
+    ) -> None:
+        span = int(pieces.span[i])
+        self.file = int(spans.file[span])
+        self.path = spans.paths[self.file]
+        base = int(spans.first_index[span])
+        records = pieces.records(i)[taken:] + base  # wanted indices in the file
+        self.wanted = records
+        self.ranged = pieces.keep[i] is None
+        self.need = len(records)
+        self.found = 0
+        self.registry = registry
+        self.chunk_bytes = chunk_bytes
+        self.pool = pool
+        self.stats = stats
+        self.skip_errors = skip_errors
+        self.queue: collections.deque = collections.deque()  # [chunk id, chunk, rows, at]
+        self.ahead: concurrent.futures.Future | None = None
+        self.reader: _native.RecordReader | None = None
+        if self.need == 0:
+            return
+        offset, index = int(spans.start[span]), base
+        if hint is not None and base <= hint[1] <= int(records[0]):
+            offset, index = hint
+        self.next_index = index
+        self.reader = open_reader(self.path, start_offset=offset, start_index=index)
+        self._read_ahead()
+
+    def _read_ahead(self) -> None:
+        # Never past the last wanted record: the rest of the file is not this piece's.
+        limit = int(self.wanted[-1]) + 1 - self.next_index
+        if self.reader is None or limit <= 0 or self.found + self._queued() >= self.need:
+            self.ahead = None
+            return
+        self.ahead = self.pool.submit(self._read, self.reader, limit)
+
+    def _read(self, reader: _native.RecordReader, limit: int) -> _native.Chunk | None:
+        with self.stats.timed("read_seconds"):
+            return reader.read_chunk(limit, self.chunk_bytes)
+
+    def _queued(self) -> int:
+        return sum(len(rows) - at for _, _, rows, at in self.queue)
+
+    def _fill(self) -> bool:
+        """Queues the next chunk's wanted rows; False when the piece has no more."""
+        if self.ahead is None:
+            return False
+        chunk = self.ahead.result()
+        if chunk is None:
+            self.ahead = None
+            return False
+        self.next_index = int(chunk.next_index)
+        idx = chunk.indices.astype(np.int64)
+        if self.ranged:
+            rows = np.flatnonzero((idx >= self.wanted[0]) & (idx <= self.wanted[-1]))
+        else:
+            rows = np.flatnonzero(np.isin(idx, self.wanted))
+        if len(rows):
+            cid = self.registry.add(self.file, chunk)
+            self.queue.append([cid, chunk, rows, 0])
+            self.stats.add(records=len(rows))
+        self.stats.add(bytes=chunk.payload_bytes)
+        self._read_ahead()
+        return True
+
+    def take(self, n: int) -> np.ndarray:
+        """The next ``n`` handles of the piece (fewer only if bad records were skipped).
+
+        Raises:
+            FileChangedError: the file ends before the piece does.
+        """
+        parts, need = [], n
+        while need > 0:
+            if not self.queue and not self._fill():
+                if self.queue:
+                    continue
+                self._short(need)
+                break
+            if not self.queue:
+                continue
+            entry = self.queue[0]
+            cid, _chunk, rows, at = entry
+            got = rows[at : at + need]
+            parts.append(ChunkRegistry.handles(cid, got))
+            need -= len(got)
+            self.found += len(got)
+            entry[3] = at + len(got)
+            if entry[3] >= len(rows):
+                self.queue.popleft()
+        return np.concatenate(parts) if parts else np.empty(0, np.uint64)
+
+    def _short(self, missing: int) -> None:
+        if self.skip_errors:
+            # Records the reader skipped as bad: the plan counted them, the batch will not.
+            self.found += missing
+            return
+        raise FileChangedError(
+            f"{self.path}: ended {missing} records short of records "
+            f"{int(self.wanted[0])}..{int(self.wanted[-1])} that were counted when the epoch was "
+            "planned; the file changed (rewritten, truncated?) since it was counted",
+            path=self.path,
+        )
+
+    def position(self) -> tuple[int, int] | None:
+        """``(byte offset, record index)`` of the next record to take, if known."""
+        if self.queue:
+            _cid, chunk, rows, at = self.queue[0]
+            row = int(rows[at])
+            return int(chunk.file_offsets[row]), int(chunk.indices[row])
+        return None
+
+    def live_chunks(self) -> list[int]:
+        """Ids of the chunks still queued."""
+        return [e[0] for e in self.queue]
+
+    def close(self) -> None:
+        """Stops reading (the reader's counters go to the stats)."""
+        if self.ahead is not None:
+            self.ahead.cancel()
+            self.ahead = None
+        if self.reader is not None:
+            s = self.reader.stats()
+            self.stats.add(skipped_records=s["skipped_records"], skipped_bytes=s["skipped_bytes"])
+            self.stats.add_errors(s["errors"])
+            self.reader = None
+        self.queue.clear()

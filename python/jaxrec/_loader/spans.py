@@ -1,0 +1,150 @@
+"""Spans: the dataset cut into runs of consecutive records, the units hosts are dealt.
+
+A span is records ``first_index .. first_index + count - 1`` of one file, whose first record's
+header is at byte ``start``. Spans come from what is known about the files, cheapest first:
+
+* a fresh record index (``jaxrec index``, ``<file>.idx``) gives every record's offset, so a file
+  is cut into spans of about ``span_bytes`` without reading a byte of it;
+* a record count (``record_counts=``) gives a whole-file span;
+* otherwise the file is counted: its records framed once, length CRCs only (``count_file``).
+
+Compressed files are always one span (a GZIP/ZLIB stream cannot be entered in the middle).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from jaxrec._io.index import TFRecordIndex
+from jaxrec.errors import JaxrecError
+
+__all__ = ["SpanTable", "spans_of_index"]
+
+DEFAULT_SPAN_BYTES = 16 << 20
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class SpanTable:
+    """Every span of the dataset (parallel arrays, in file order).
+
+    Attributes:
+        paths: the dataset's files.
+        file: the file of each span.
+        start: the byte offset of its first record's header.
+        first_index: the index in its file of its first record.
+        count: its records.
+    """
+
+    paths: tuple[str, ...]
+    file: np.ndarray
+    start: np.ndarray
+    first_index: np.ndarray
+    count: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.file)
+
+    @property
+    def total(self) -> int:
+        """Records in the dataset."""
+        return int(self.count.sum())
+
+    def file_counts(self) -> list[int]:
+        """Records per file."""
+        return (
+            np.bincount(self.file, weights=self.count, minlength=len(self.paths))
+            .astype(np.int64)
+            .tolist()
+        )
+
+    def digest(self) -> str:
+        """A short hash of the table: equal tables, equal digests (the saved state checks it)."""
+        h = hashlib.sha256()
+        for a in (self.file, self.start, self.first_index, self.count):
+            h.update(np.ascontiguousarray(a, dtype="<i8").tobytes())
+        return h.hexdigest()[:16]
+
+    @staticmethod
+    def concat(
+        paths: Sequence[str], parts: Sequence[tuple[int, np.ndarray, np.ndarray, np.ndarray]]
+    ):
+        """Builds a table from ``(file, start[], first_index[], count[])`` per file, in order."""
+        files = [np.full(len(s), f, np.int64) for f, s, _, _ in parts]
+        return SpanTable(
+            tuple(paths),
+            np.concatenate(files) if files else np.zeros(0, np.int64),
+            np.concatenate([p[1] for p in parts]).astype(np.int64)
+            if parts
+            else np.zeros(0, np.int64),
+            np.concatenate([p[2] for p in parts]).astype(np.int64)
+            if parts
+            else np.zeros(0, np.int64),
+            np.concatenate([p[3] for p in parts]).astype(np.int64)
+            if parts
+            else np.zeros(0, np.int64),
+        )
+
+
+def spans_of_index(
+    index: TFRecordIndex, span_bytes: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Cuts an indexed file into spans of about ``span_bytes``: ``(start, first_index, count)``.
+
+    A span holds the records whose header starts in ``[j * span_bytes, (j+1) * span_bytes)``;
+    empty stretches make no span. A compressed file is one span.
+    """
+    offsets = index.offsets.astype(np.int64)
+    n = len(offsets)
+    if n == 0:
+        return np.zeros(1, np.int64), np.zeros(1, np.int64), np.zeros(1, np.int64)
+    if index.compression:
+        return np.zeros(1, np.int64), np.zeros(1, np.int64), np.asarray([n], np.int64)
+    bucket = offsets // max(1, span_bytes)
+    firsts = np.flatnonzero(np.r_[True, bucket[1:] != bucket[:-1]])
+    counts = np.diff(np.r_[firsts, n])
+    return offsets[firsts], firsts.astype(np.int64), counts.astype(np.int64)
+
+
+def build_table(
+    paths: Sequence[str],
+    *,
+    span_bytes: int,
+    given_counts: Sequence[int] | None,
+    load_index: Callable[[str], TFRecordIndex | None],
+    count_files: Callable[[list[int]], dict[int, int]],
+) -> SpanTable:
+    """The span table of ``paths``.
+
+    Args:
+        paths: the files.
+        span_bytes: target span size for indexed files.
+        given_counts: the record count of every file (``record_counts=``), or None.
+        load_index: a fresh index of a file, or None.
+        count_files: counts the files (by number) that neither gave; returns ``{file: count}``.
+
+    Raises:
+        JaxrecError: ``given_counts`` has the wrong length.
+    """
+    if given_counts is not None:
+        counts = [int(c) for c in given_counts]
+        if len(counts) != len(paths):
+            raise JaxrecError(f"record_counts has {len(counts)} entries for {len(paths)} files")
+        if any(c < 0 for c in counts):
+            raise JaxrecError(f"record_counts must be >= 0, got {counts}")
+        parts = [(f, np.zeros(1), np.zeros(1), np.asarray([c])) for f, c in enumerate(counts)]
+        return SpanTable.concat(paths, parts)
+    per_file: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+    unindexed = []
+    for f, path in enumerate(paths):
+        index = load_index(path)
+        if index is None:
+            unindexed.append(f)
+        else:
+            per_file[f] = spans_of_index(index, span_bytes)
+    for f, c in count_files(unindexed).items():
+        per_file[f] = (np.zeros(1), np.zeros(1), np.asarray([c]))
+    return SpanTable.concat(paths, [(f, *per_file[f]) for f in range(len(paths))])
