@@ -37,8 +37,10 @@ class Run:
 
 @dataclasses.dataclass(frozen=True)
 class Rounds:
-    """``rounds`` whole rounds: in each, slot ``j`` gives ``block_length`` records of
-    ``pieces[j]``, round ``r`` starting at its record ``starts[j] + r * block_length``.
+    """Whole rounds in which no piece ends, taken in one step.
+
+    In round ``r`` of ``rounds``, slot ``j`` gives ``block_length`` records of ``pieces[j]``
+    from its record ``starts[j] + r * block_length`` on.
     """
 
     pieces: tuple[int, ...]

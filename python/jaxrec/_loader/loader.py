@@ -32,8 +32,8 @@ from jaxrec._loader.batcher import Batcher
 from jaxrec._loader.counts import span_table
 from jaxrec._loader.device import check_batch_fits, to_device
 from jaxrec._loader.pipeline import END, BatchInfo, Pipeline, RunSpec
-from jaxrec._loader.shares import epoch_order, segment_shares
 from jaxrec._loader.sharding import EpochPlan, HostShard, epoch_plan, host_shard
+from jaxrec._loader.shares import epoch_order, segment_shares
 from jaxrec._loader.shuffle import Layout
 from jaxrec._loader.spans import DEFAULT_SPAN_BYTES
 from jaxrec._loader.state import LoaderPosition, check_config, load_state

@@ -118,10 +118,9 @@ def unconsumed(
             [pieces.piece(i, int(taken[i]), int(lengths[i])) for i in range(len(pieces))]
         )
     w, inside = divmod(consumed, layout.window)
-    state, taken = taken_before(
-        lengths, layout.cycle_length, layout.block_length, w * layout.window
-    )
-    size = min(layout.window, total - w * layout.window)
+    start = w * layout.window
+    state, taken = taken_before(lengths, layout.cycle_length, layout.block_length, start)
+    size = min(layout.window, total - start)
     piece, offset = _window_records(pieces, layout, state, size)
     np.add.at(taken, piece, 1)  # the whole window is read
     perm = window_order(layout, epoch, segment, host, w, size)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -69,24 +70,17 @@ class SpanTable:
         return h.hexdigest()[:16]
 
     @staticmethod
-    def concat(
-        paths: Sequence[str], parts: Sequence[tuple[int, np.ndarray, np.ndarray, np.ndarray]]
-    ):
+    def concat(paths: Sequence[str], parts: Sequence[tuple[int, Any, Any, Any]]) -> SpanTable:
         """Builds a table from ``(file, start[], first_index[], count[])`` per file, in order."""
-        files = [np.full(len(s), f, np.int64) for f, s, _, _ in parts]
-        return SpanTable(
-            tuple(paths),
-            np.concatenate(files) if files else np.zeros(0, np.int64),
-            np.concatenate([p[1] for p in parts]).astype(np.int64)
-            if parts
-            else np.zeros(0, np.int64),
-            np.concatenate([p[2] for p in parts]).astype(np.int64)
-            if parts
-            else np.zeros(0, np.int64),
-            np.concatenate([p[3] for p in parts]).astype(np.int64)
-            if parts
-            else np.zeros(0, np.int64),
-        )
+
+        def column(i: int) -> np.ndarray:
+            if not parts:
+                return np.zeros(0, np.int64)
+            if i == 0:
+                return np.concatenate([np.full(len(p[1]), p[0], np.int64) for p in parts])
+            return np.concatenate([np.asarray(p[i], np.int64) for p in parts])
+
+        return SpanTable(tuple(paths), column(0), column(1), column(2), column(3))
 
 
 def spans_of_index(

@@ -22,7 +22,7 @@ import numpy as np
 
 from jaxrec import _native
 from jaxrec._loader.chunks import ChunkRegistry, OpenReader, chunk_ids
-from jaxrec._loader.interleave import InterleaveState, Rounds, steps, taken_before
+from jaxrec._loader.interleave import Rounds, steps, taken_before
 from jaxrec._loader.pieces import Pieces
 from jaxrec._loader.readers import PieceReader
 from jaxrec._loader.shuffle import Layout, window_order
