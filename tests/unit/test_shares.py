@@ -109,3 +109,21 @@ def test_pieces_state_round_trip():
         [1, 2, 9],
         [4, 1, 2],  # a contiguous run of a subset is a plain range again
     ]
+
+
+@given(
+    st.lists(st.integers(1, 1000), min_size=1, max_size=30), st.integers(1, 8), st.integers(0, 3)
+)
+def test_byte_deal_gives_every_span_once_and_every_host_one(sizes, hosts, epoch):
+    from hypothesis import assume
+
+    from jaxrec._loader.shares import byte_deal
+
+    assume(len(sizes) >= hosts)
+    sizes = np.asarray(sizes)
+    order = epoch_order(len(sizes), 3, epoch)
+    shares = [byte_deal(sizes, order, hosts, h) for h in range(hosts)]
+    spans = [int(s) for p in shares for s in p.span]
+    assert spans == order.tolist()  # contiguous runs of the order, all of it
+    assert all(len(p) >= 1 for p in shares)
+    assert all((p.hi == -1).all() for p in shares)

@@ -6,7 +6,7 @@ import glob
 import os
 from collections.abc import Iterable
 
-__all__ = ["PathLike", "expand_paths", "is_url", "url_filesystem"]
+__all__ = ["PathLike", "expand_paths", "file_size", "is_url", "url_filesystem"]
 
 PathLike = str | os.PathLike
 _GLOB_CHARS = frozenset("*?[")
@@ -66,3 +66,13 @@ def expand_paths(paths: PathLike | Iterable[PathLike]) -> list[str]:
         else:
             out.append(p)
     return out
+
+
+def file_size(path: str) -> int:
+    """The size of a file in bytes (a local path or an fsspec URL)."""
+    if path.startswith("file://"):
+        path = path[len("file://") :]
+    if is_url(path):
+        fs, inner = url_filesystem(path)
+        return int(fs.size(inner))
+    return os.path.getsize(path)

@@ -51,12 +51,19 @@ def span_table(
     given_counts: Sequence[int] | None,
     host: int,
     hosts: int,
+    count: bool = True,
 ) -> SpanTable:
-    """The dataset's spans, from indexes, given counts, or counting (shared across hosts)."""
+    """The dataset's spans, from indexes, given counts, or counting (shared across hosts).
+
+    With ``count=False`` files neither indexed nor counted get one span of unknown count
+    (-1): nothing is read.
+    """
 
     def count_files(files: list[int]) -> dict[int, int]:
         if not files:
             return {}
+        if not count:
+            return dict.fromkeys(files, -1)
         joined = hosts > 1 and joined_hosts() == (host, hosts)
         mine = files[host::hosts] if joined else files
         with concurrent.futures.ThreadPoolExecutor(num_threads) as pool:

@@ -26,14 +26,14 @@ from typing import Any
 
 import numpy as np
 
-from jaxrec._io.paths import PathLike, expand_paths
+from jaxrec._io.paths import PathLike, expand_paths, file_size
 from jaxrec._io.records import open_reader, skips_errors
 from jaxrec._loader.batcher import Batcher
 from jaxrec._loader.counts import span_table
 from jaxrec._loader.device import check_batch_fits, to_device
 from jaxrec._loader.pipeline import END, BatchInfo, Pipeline, RunSpec
 from jaxrec._loader.sharding import EpochPlan, HostShard, epoch_plan, host_shard
-from jaxrec._loader.shares import epoch_order, segment_shares
+from jaxrec._loader.shares import byte_deal, epoch_order, segment_shares
 from jaxrec._loader.shuffle import Layout
 from jaxrec._loader.spans import DEFAULT_SPAN_BYTES
 from jaxrec._loader.state import LoaderPosition, check_config, load_state
@@ -41,7 +41,7 @@ from jaxrec._loader.stats import Stats
 from jaxrec._loader.stream import EpochStream
 from jaxrec._parse import ExampleParser
 from jaxrec._spec import KIND_FIXED, CompiledFeature
-from jaxrec.errors import FeatureSpecError, ShardingError
+from jaxrec.errors import FeatureSpecError, JaxrecError, ShardingError
 
 __all__ = ["BatchInfo", "Loader"]
 
@@ -149,7 +149,8 @@ class Loader:
         _check_static(self.parser.compiled_features, "features")
         _check_static(self.parser.compiled_sequence_features, "sequence_features")
         self._batcher = Batcher(self._parse_rows([], [], []), self.batch_size, mask_key)
-        self.spans = span_table(
+        table = functools.partial(
+            span_table,
             self.paths,
             reader_options=self._reader_options,
             num_threads=self.num_threads,
@@ -158,16 +159,29 @@ class Loader:
             host=self.shard.index,
             hosts=self.shard.count,
         )
-        if self.spans.total == 0:
+        # Training forever needs no counts: spans are dealt by bytes (see _byte_deal).
+        self.spans = table(count=num_epochs is not None)
+        self._span_sizes: np.ndarray | None = None
+        if not self.spans.known:
+            sizes = self.spans.sizes([file_size(p) for p in self.paths])
+            if int((sizes > 0).sum()) >= self.shard.count:
+                self._span_sizes = sizes
+            else:  # too few spans to give every host one: count after all
+                self.spans = table(count=True)
+        if self.spans.known and self.spans.total == 0:
             raise ShardingError(f"the {len(self.paths)} file(s) hold no records")
-        self.record_counts = self.spans.file_counts()
+        self.record_counts = self.spans.file_counts() if self.spans.known else None
         self._layout = Layout(
             self.cycle_length,
             self.block_length,
             self.shuffle_buffer if self.shuffle else 0,
             self.seed,
         )
-        self.plan = epoch_plan(self.spans.total, self.shard, self.batch_size, self.drop_remainder)
+        self.plan: EpochPlan | None = None
+        if self.spans.known:
+            self.plan = epoch_plan(
+                self.spans.total, self.shard, self.batch_size, self.drop_remainder
+            )
         if sharding is not None:
             check_batch_fits(sharding, self.batch_size, self.shard.count)
         self._position = LoaderPosition()
@@ -177,6 +191,14 @@ class Loader:
                 self.seed = saved["seed"]  # the saved run drew its seed at random: keep it
                 self._layout = dataclasses.replace(self._layout, seed=self.seed)
             check_config(saved, self._config())
+            lost = position.segments or (position.batches and position.hint is None)
+            if not self.spans.known and lost:
+                raise JaxrecError(
+                    "this state was saved by another host, host count or batch size; a run "
+                    "that never counted its records (num_epochs=None without record indexes or "
+                    "record_counts) resumes only on the host that saved it. Index the files "
+                    "(jaxrec index) or pass record_counts= to resume elsewhere"
+                )
             self._position = position
         self.last_info: BatchInfo | None = None
         self._stats = Stats()
@@ -203,17 +225,28 @@ class Loader:
     def _open_reader(self, path: str, **position: int):
         return open_reader(path, **self._reader_options, **position)
 
-    def _open_segment(self, position: LoaderPosition, pool) -> tuple[EpochStream, EpochPlan]:
-        """The stream of this host's share of the segment ``position`` is in, and its plan."""
+    def _open_segment(self, position: LoaderPosition, pool) -> tuple[EpochStream, EpochPlan | None]:
+        """The stream of this host's share of the segment ``position`` is in, and its plan.
+
+        Without counts (training forever, no indexes) the spans are dealt by bytes: every
+        host a contiguous run of the epoch's span order with about ``1/H`` of the bytes, read
+        to their ends; hosts then see different numbers of records per epoch, which an endless
+        run does not mind, and there is no plan (None).
+        """
         epoch = position.epoch
         order = epoch_order(len(self.spans), self.seed, epoch)
-        shares = segment_shares(
-            self.spans.count, order, position.segments, self.shard.count, self._layout, epoch
-        )
-        mine = shares[self.shard.index]
-        plan = epoch_plan(
-            sum(p.total for p in shares), self.shard, self.batch_size, self.drop_remainder
-        )
+        if self._span_sizes is not None:
+            order = order[self._span_sizes[order] > 0]
+            mine = byte_deal(self._span_sizes, order, self.shard.count, self.shard.index)
+            plan = None
+        else:
+            shares = segment_shares(
+                self.spans.count, order, position.segments, self.shard.count, self._layout, epoch
+            )
+            mine = shares[self.shard.index]
+            plan = epoch_plan(
+                sum(p.total for p in shares), self.shard, self.batch_size, self.drop_remainder
+            )
         stream = EpochStream(
             self.spans,
             mine,
@@ -221,7 +254,7 @@ class Loader:
             epoch=epoch,
             segment=len(position.segments),
             host=self.shard.index,
-            start=min(position.batches * self.batch_size, mine.total),
+            start=position.batches * self.batch_size,
             hint=position.hint,
             open_reader=self._open_reader,
             chunk_bytes=self.chunk_bytes,
@@ -268,7 +301,17 @@ class Loader:
 
     @property
     def batches_per_epoch(self) -> int:
-        """Batches every host yields per epoch."""
+        """Batches every host yields per epoch.
+
+        Raises:
+            TypeError: the records were not counted (``num_epochs=None`` without record
+                indexes or ``record_counts``), so epochs have no fixed length.
+        """
+        if self.plan is None:
+            raise TypeError(
+                "batches_per_epoch is unknown: the records were not counted (num_epochs=None "
+                "without record indexes or record_counts)"
+            )
         return self.plan.batches
 
     @property
@@ -278,7 +321,7 @@ class Loader:
 
     def __len__(self) -> int:
         if self.num_epochs is None:
-            raise TypeError("a Loader with num_epochs=None has no length")
+            raise TypeError("a Loader with num_epochs=None has no length: it never ends")
         return self.num_epochs * self.batches_per_epoch
 
     def __iter__(self) -> Iterator[dict[str, Any]]:

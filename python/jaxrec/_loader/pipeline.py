@@ -129,7 +129,7 @@ class RunSpec:
     num_epochs: int | None
     start: LoaderPosition
     open_segment: Callable[
-        [LoaderPosition, concurrent.futures.Executor], tuple[EpochStream, EpochPlan]
+        [LoaderPosition, concurrent.futures.Executor], tuple[EpochStream, EpochPlan | None]
     ]
     parse: Callable[..., dict[str, np.ndarray]]
     finish: Callable[[dict[str, np.ndarray] | None, int], dict[str, Any]]
@@ -198,18 +198,24 @@ class Pipeline:
         s = self.spec
         b = s.batch_size
         position = s.start
+        empty_epochs = 0
         while s.num_epochs is None or position.epoch < s.num_epochs:
             epoch, segments = position.epoch, position.segments
             stream, plan = s.open_segment(position, self.pool)
             try:
                 done = position.batches  # batches of this segment yielded before
                 before = position.index_in_epoch - done  # ... and of earlier segments
-                while done < plan.batches:
+                # Without a plan (uncounted spans) the segment lasts as long as its records.
+                while plan is None or done < plan.batches:
                     # Handles, chunk lookup and position for a group of batches at once: the
                     # per-batch Python work of the planner is what the GIL would serialise.
-                    group = min(_GROUP, plan.batches - done)
+                    group = _GROUP if plan is None else min(_GROUP, plan.batches - done)
                     hint = stream.hint  # where readers stood at or before these batches
                     handles = stream.next_handles(b * group)
+                    if plan is None:
+                        group = -(-len(handles) // b)
+                        if group == 0:
+                            break
                     chunks, which, rows = stream.resolve(handles)
                     for j in range(group):
                         if self._stop.is_set():
@@ -219,7 +225,10 @@ class Pipeline:
                         job = None
                         if real:
                             job = self.pool.submit(s.parse, chunks, which[lo:hi], rows[lo:hi])
-                        last = done + 1 == plan.batches
+                        if plan is None:
+                            last = hi == len(handles) and stream.exhausted
+                        else:
+                            last = done + 1 == plan.batches
                         after = (
                             LoaderPosition(epoch + 1)
                             if last
@@ -229,9 +238,18 @@ class Pipeline:
                         if not self._put(self.inflight, (job, real, after, info)):
                             return
                         done += 1
-                s.stats.add(records_dropped=plan.dropped)
+                    if plan is None and stream.exhausted:
+                        break
+                if plan is not None:
+                    s.stats.add(records_dropped=plan.dropped)
             finally:
                 stream.close()
+            empty_epochs = empty_epochs + 1 if done == 0 else 0
+            if empty_epochs >= 2:
+                raise JaxrecError(
+                    f"this host found no records in its share of epochs {epoch - 1} and {epoch}: "
+                    "are the files empty, or every record skipped as bad?"
+                )
             position = LoaderPosition(epoch + 1)
         self._put(self.inflight, END)
 

@@ -24,6 +24,8 @@ from jaxrec.errors import FileChangedError
 
 __all__ = ["PieceReader"]
 
+_NO_LIMIT = 1 << 62
+
 
 class PieceReader:
     """The records of piece ``i`` of ``pieces`` from its ``taken``-th on.
@@ -62,11 +64,20 @@ class PieceReader:
         self.file = int(spans.file[span])
         self.path = spans.paths[self.file]
         base = int(spans.first_index[span])
-        records = pieces.records(i)[taken:] + base  # wanted indices in the file
-        self.wanted = records
-        self.ranged = pieces.keep[i] is None
-        self.need = len(records)
+        self.keep: np.ndarray | None = None  # wanted indices in the file, for a subset piece
+        self.last: int | None = None  # the last wanted index; None: to the span's end
+        if pieces.hi[i] < 0:  # a span of unknown length: all of it from record lo + taken
+            self.first = base + int(pieces.lo[i]) + taken
+            self.need: int | None = None
+        else:
+            records = pieces.records(i)[taken:] + base
+            self.need = len(records)
+            if self.need:
+                self.first, self.last = int(records[0]), int(records[-1])
+            if pieces.keep[i] is not None:
+                self.keep = records
         self.found = 0
+        self.ended = False
         self.registry = registry
         self.chunk_bytes = chunk_bytes
         self.pool = pool
@@ -76,9 +87,10 @@ class PieceReader:
         self.ahead: concurrent.futures.Future | None = None
         self.reader: _native.RecordReader | None = None
         if self.need == 0:
+            self.ended = True
             return
         offset, index = int(spans.start[span]), base
-        if hint is not None and base <= hint[1] <= int(records[0]):
+        if hint is not None and base <= hint[1] <= self.first:
             offset, index = hint
         self.next_index = index
         self.reader = open_reader(self.path, start_offset=offset, start_index=index)
@@ -86,8 +98,9 @@ class PieceReader:
 
     def _read_ahead(self) -> None:
         # Never past the last wanted record: the rest of the file is not this piece's.
-        limit = int(self.wanted[-1]) + 1 - self.next_index
-        if self.reader is None or limit <= 0 or self.found + self._queued() >= self.need:
+        limit = _NO_LIMIT if self.last is None else self.last + 1 - self.next_index
+        done = self.need is not None and self.found + self.queued() >= self.need
+        if self.reader is None or limit <= 0 or done:
             self.ahead = None
             return
         self.ahead = self.pool.submit(self._read, self.reader, limit)
@@ -96,8 +109,15 @@ class PieceReader:
         with self.stats.timed("read_seconds"):
             return reader.read_chunk(limit, self.chunk_bytes)
 
-    def _queued(self) -> int:
+    def queued(self) -> int:
+        """Records read and waiting to be taken."""
         return sum(len(rows) - at for _, _, rows, at in self.queue)
+
+    def ensure(self, n: int) -> int:
+        """Reads until ``n`` records wait (or the piece has no more); returns how many wait."""
+        while (q := self.queued()) < n and self._fill():
+            pass
+        return q
 
     def _fill(self) -> bool:
         """Queues the next chunk's wanted rows; False when the piece has no more."""
@@ -109,10 +129,12 @@ class PieceReader:
             return False
         self.next_index = int(chunk.next_index)
         idx = chunk.indices.astype(np.int64)
-        if self.ranged:
-            rows = np.flatnonzero((idx >= self.wanted[0]) & (idx <= self.wanted[-1]))
+        if self.keep is not None:
+            rows = np.flatnonzero(np.isin(idx, self.keep))
+        elif self.last is None:
+            rows = np.flatnonzero(idx >= self.first)
         else:
-            rows = np.flatnonzero(np.isin(idx, self.wanted))
+            rows = np.flatnonzero((idx >= self.first) & (idx <= self.last))
         if len(rows):
             cid = self.registry.add(self.file, chunk)
             self.queue.append([cid, chunk, rows, 0])
@@ -122,17 +144,19 @@ class PieceReader:
         return True
 
     def take(self, n: int) -> np.ndarray:
-        """The next ``n`` handles of the piece (fewer only if bad records were skipped).
+        """The next ``n`` handles of the piece.
+
+        Fewer only at the end of a piece of unknown length, or if bad records were skipped.
 
         Raises:
-            FileChangedError: the file ends before the piece does.
+            FileChangedError: the file ends before a piece of known length does.
         """
         parts, need = [], n
         while need > 0:
             if not self.queue and not self._fill():
-                if self.queue:
-                    continue
-                self._short(need)
+                self.ended = True
+                if self.need is not None:
+                    self._short(need)
                 break
             if not self.queue:
                 continue
@@ -153,10 +177,11 @@ class PieceReader:
             self.found += missing
             return
         raise FileChangedError(
-            f"{self.path}: ended {missing} records short of records "
-            f"{int(self.wanted[0])}..{int(self.wanted[-1])} that were counted when the epoch was "
-            "planned; the file changed (rewritten, truncated?) since it was counted",
+            f"ended {missing} records short of records {self.first}..{self.last} that were "
+            "counted when the epoch was planned; the file changed (rewritten, truncated?) "
+            "since it was counted",
             path=self.path,
+            record_index=self.next_index,
         )
 
     def position(self) -> tuple[int, int] | None:

@@ -34,6 +34,7 @@ from jaxrec._loader.shuffle import Layout, window_order
 
 __all__ = [
     "Segment",
+    "byte_deal",
     "epoch_order",
     "host_pieces",
     "remaining",
@@ -65,6 +66,26 @@ class Segment:
     def from_state(state: dict[str, Any]) -> Segment:
         """The inverse of :meth:`to_state`."""
         return Segment(int(state["hosts"]), int(state["batch_size"]), int(state["batches"]))
+
+
+def byte_deal(sizes: np.ndarray, order: np.ndarray, hosts: int, host: int) -> Pieces:
+    """Host ``host``'s spans when counts are unknown: a contiguous run of ``order`` balanced by
+    bytes, each host at least one span (there must be at least ``hosts`` spans).
+
+    The pieces are whole spans of unknown length (``hi`` = -1).
+    """
+    total = float(sizes[order].sum()) or 1.0
+    mids = np.cumsum(sizes[order]) - sizes[order] / 2.0
+    # Each span goes to the host whose byte range holds its middle...
+    owner = np.minimum((mids / total * hosts).astype(np.int64), hosts - 1)
+    # ...but every host needs a span, so cut at least one span apart per host.
+    steps = np.arange(hosts + 1)
+    slack = np.searchsorted(owner, steps, side="left") - steps  # spans beyond one per host
+    slack = np.clip(np.maximum.accumulate(slack), 0, len(order) - hosts)
+    slack[-1] = len(order) - hosts
+    bounds = slack + steps
+    mine = order[bounds[host] : bounds[host + 1]]
+    return Pieces.ranges(mine, np.zeros(len(mine), np.int64), np.full(len(mine), -1, np.int64))
 
 
 def epoch_order(num_spans: int, seed: int | None, epoch: int) -> np.ndarray:

@@ -51,8 +51,20 @@ class SpanTable:
 
     @property
     def total(self) -> int:
-        """Records in the dataset."""
+        """Records in the dataset (meaningful when :attr:`known`)."""
         return int(self.count.sum())
+
+    @property
+    def known(self) -> bool:
+        """Whether every span's record count is known."""
+        return bool((self.count >= 0).all())
+
+    def sizes(self, file_sizes: Sequence[int]) -> np.ndarray:
+        """Bytes of each span: up to the next span of its file, or to the file's end."""
+        ends = np.asarray(file_sizes, np.int64)[self.file]
+        same_file = np.r_[self.file[1:] == self.file[:-1], False]
+        ends[same_file] = self.start[1:][same_file[:-1]]
+        return np.maximum(ends - self.start, 0)
 
     def file_counts(self) -> list[int]:
         """Records per file."""

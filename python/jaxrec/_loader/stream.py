@@ -22,12 +22,13 @@ import numpy as np
 
 from jaxrec import _native
 from jaxrec._loader.chunks import ChunkRegistry, OpenReader, chunk_ids
-from jaxrec._loader.interleave import Rounds, steps, taken_before
+from jaxrec._loader.interleave import InterleaveState, Rounds, steps, taken_before
 from jaxrec._loader.pieces import Pieces
 from jaxrec._loader.readers import PieceReader
 from jaxrec._loader.shuffle import Layout, window_order
 from jaxrec._loader.spans import SpanTable
 from jaxrec._loader.stats import Stats
+from jaxrec.errors import JaxrecError
 
 __all__ = ["EpochStream", "StreamHint"]
 
@@ -37,20 +38,23 @@ _EMPTY = np.empty(0, dtype=np.uint64)
 
 @dataclasses.dataclass(frozen=True)
 class StreamHint:
-    """Where the open pieces' readers stood at interleave position ``position``.
+    """The interleave at position ``position``, and where its open pieces' readers stood.
 
     Attributes:
         position: records the interleave had given.
-        files: ``{piece: [byte offset, record index]}`` of each open piece's next record.
+        interleave: the interleave's state then.
+        files: ``{piece: (byte offset, record index)}`` of each open piece's next record.
     """
 
     position: int
+    interleave: InterleaveState
     files: dict[int, tuple[int, int]]
 
     def to_state(self) -> dict[str, Any]:
         """JSON-ready."""
         return {
             "position": self.position,
+            "interleave": self.interleave.to_state(),
             "files": {str(k): list(v) for k, v in self.files.items()},
         }
 
@@ -60,7 +64,8 @@ class StreamHint:
         if not state:
             return None
         files = {int(k): (int(v[0]), int(v[1])) for k, v in state["files"].items()}
-        return StreamHint(int(state["position"]), files)
+        interleave = InterleaveState.from_state(state["interleave"])
+        return StreamHint(int(state["position"]), interleave, files)
 
 
 class EpochStream:
@@ -102,7 +107,9 @@ class EpochStream:
         self.layout = layout
         self.epoch, self.segment, self.host = epoch, segment, host
         self.lengths = pieces.lengths
-        self.total = int(self.lengths.sum())
+        # Pieces of unknown length (spans never counted) end when their readers do.
+        self.known = bool((self.lengths >= 0).all())
+        self.total = int(self.lengths.sum()) if self.known else None
         self.registry = ChunkRegistry(spans.paths, open_reader, chunk_bytes)
         self._reader_args = {
             "registry": self.registry,
@@ -116,12 +123,15 @@ class EpochStream:
         self.pending = _EMPTY
         self.position = 0  # interleave records given so far
         self.window = 0  # the next window to read
-        self.hint: StreamHint | None = None  # where the readers stood at the current window
+        self.finished = False  # the interleave has given every record
         self._takes = 0
-        start = min(start, self.total)
+        if self.total is not None:
+            start = min(start, self.total)
         w = layout.window
         target = (start // w) * w if w > 0 else start
         self._seek(target, hint)
+        # Where the readers stood at (or before) the next records: saved with positions.
+        self.hint: StreamHint = self._take_hint() if hint is None else hint
         if w > 0:
             self.window = target // w
             if start > target:
@@ -131,15 +141,27 @@ class EpochStream:
     # --- positions -------------------------------------------------------------------------
 
     def _seek(self, target: int, hint: StreamHint | None) -> None:
-        """Places the interleave at ``target`` records, reading as little as it can."""
+        """Places the interleave at ``target`` records, reading as little as it can.
+
+        Raises:
+            JaxrecError: pieces of unknown length and no hint at or before ``target``.
+        """
         if hint is not None and hint.position > target:
             hint = None
-        base = hint.position if hint is not None else target
-        state, taken = taken_before(
-            self.lengths, self.layout.cycle_length, self.layout.block_length, base
-        )
+        if hint is not None:
+            base, state = hint.position, hint.interleave.copy()
+        elif self.known or target == 0:
+            base = target
+            state, _ = taken_before(
+                self.lengths, self.layout.cycle_length, self.layout.block_length, base
+            )
+        else:
+            raise JaxrecError(
+                f"cannot resume at record {target} of a share of uncounted spans without this "
+                "host's hint (resume on the same host, or give record counts / indexes)"
+            )
         self.state = state
-        self._resume_taken = {int(p): int(taken[p]) for p, _ in state.slots}
+        self._resume_taken = {int(p): int(t) for p, t in state.slots}
         self._hint_files = dict(hint.files) if hint is not None else {}
         self.position = base
         if target > base:
@@ -167,12 +189,14 @@ class EpochStream:
             pos = r.position() if r is not None else None
             if pos is not None:
                 files[piece] = pos
-        return StreamHint(self.position, files)
+        return StreamHint(self.position, self.state.copy(), files)
 
     # --- reading ---------------------------------------------------------------------------
 
     def _interleave(self, records: int) -> np.ndarray:
         """The next ``records`` handles in interleave order (fewer at the end, or if skipped)."""
+        if not self.known:
+            return self._interleave_unknown(records)
         parts: list[np.ndarray] = []
         k = self.layout.block_length
         for step in steps(self.lengths, self.layout.cycle_length, k, self.state, records):
@@ -190,10 +214,65 @@ class EpochStream:
                 parts.append(self._reader(step.piece).take(step.count))
                 self.position += step.count
             self._close_finished()
+        if self.state.done(len(self.lengths)):
+            self.finished = True
+        self._after_take()
+        return np.concatenate(parts) if parts else _EMPTY
+
+    def _interleave_unknown(self, records: int) -> np.ndarray:
+        """The interleave over pieces whose ends are found by reading them.
+
+        The same order as :func:`jaxrec._loader.interleave.runs` would give for their lengths,
+        except that a piece is known to have ended only when a block comes up short, so its
+        slot passes on one turn later. Whole rounds are taken at once while every open piece
+        has the records queued (no piece can end within them).
+        """
+        parts: list[np.ndarray] = []
+        s, k, n = self.state, self.layout.block_length, len(self.lengths)
+        got = 0
+        while got < records:
+            if s.at == 0:
+                s.fill(n, self.layout.cycle_length)
+                if not s.slots:
+                    self.finished = True
+                    break
+                per_round = k * len(s.slots)
+                rounds = (records - got) // per_round
+                if rounds >= 2 and not s.in_block:
+                    queued = [self._reader(p).ensure(rounds * k) for p, _ in s.slots]
+                    rounds = min(rounds, min(queued) // k)
+                if rounds >= 2 and not s.in_block:
+                    per = [self._reader(p).take(rounds * k) for p, _ in s.slots]
+                    stacked = np.stack(per).reshape(len(per), rounds, k)
+                    parts.append(stacked.transpose(1, 0, 2).reshape(-1))
+                    for slot in s.slots:
+                        slot[1] += rounds * k
+                    got += rounds * per_round
+                    self.position += rounds * per_round
+                    continue
+            piece, taken = s.slots[s.at]
+            want = min(k - s.in_block, records - got)
+            handles = self._reader(piece).take(want)
+            parts.append(handles)
+            got += len(handles)
+            self.position += len(handles)
+            s.slots[s.at][1] = taken + len(handles)
+            if len(handles) < want:  # the piece ended
+                s.in_block = 0
+                s.finish_slot(n)
+                self._close_finished()
+            elif want == k - s.in_block:  # the block is complete
+                s.in_block = 0
+                s.at = (s.at + 1) % len(s.slots)
+            else:  # stopped inside the block
+                s.in_block += len(handles)
+        self._after_take()
+        return np.concatenate(parts) if parts else _EMPTY
+
+    def _after_take(self) -> None:
         self._takes += 1
         if self._takes % _COLLECT_EVERY == 0:
             self._collect()
-        return np.concatenate(parts) if parts else _EMPTY
 
     def _close_finished(self) -> None:
         open_pieces = {p for p, _ in self.state.slots}
@@ -203,7 +282,7 @@ class EpochStream:
 
     def _read_window(self) -> None:
         w = self.layout.window
-        size = min(w, self.total - self.window * w)
+        size = w if self.total is None else min(w, self.total - self.window * w)
         self.hint = self._take_hint()
         handles = self._interleave(size)
         order = window_order(
@@ -213,19 +292,29 @@ class EpochStream:
         self.window += 1
 
     def next_handles(self, n: int) -> np.ndarray:
-        """The next up to ``n`` record handles; fewer (maybe 0) at the segment's end."""
-        while len(self.pending) < n and self.position < self.total:
+        """The next up to ``n`` record handles; fewer (maybe 0) at the segment's end.
+
+        Reads one record beyond them when it can, so :attr:`exhausted` is known as soon as
+        the last records are handed out.
+        """
+        if self.layout.window <= 0 and len(self.pending) <= n and not self.finished:
+            self.hint = self._take_hint()
+        while len(self.pending) <= n and not self.finished:
+            if self.total is not None and self.position >= self.total:
+                self.finished = True
+                break
             if self.layout.window > 0:
                 self._read_window()
             else:
-                self.hint = self._take_hint()
-                self.pending = np.concatenate(
-                    [self.pending, self._interleave(n - len(self.pending))]
-                )
-                if self.position >= self.total:
-                    break
+                more = self._interleave(n + 1 - len(self.pending))
+                self.pending = np.concatenate([self.pending, more])
         out, self.pending = self.pending[:n], self.pending[n:]
         return out
+
+    @property
+    def exhausted(self) -> bool:
+        """True when every record of the share has been handed out."""
+        return self.finished and len(self.pending) == 0
 
     def resolve(self, handles: np.ndarray) -> tuple[list[_native.Chunk], np.ndarray, np.ndarray]:
         """Turns handles into what ``ExampleParser.parse_rows`` takes: chunks, which, rows."""

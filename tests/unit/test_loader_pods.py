@@ -1,0 +1,268 @@
+"""The Loader at pod scale, hosts simulated in one process: balanced shares whatever the files,
+elastic resume on another host count or batch size, and endless runs that count nothing."""
+
+from __future__ import annotations
+
+import itertools
+import json
+
+import numpy as np
+import pytest
+
+import jaxrec as jr
+from jaxrec.testing import assert_resumes_exactly
+
+SPEC = {"id": jr.FixedLenFeature([], np.int64)}
+
+
+def write(tmp_path, sizes, compression=None):
+    paths = []
+    for f, n in enumerate(sizes):
+        p = tmp_path / f"part-{f:03d}.tfrecord{'.gz' if compression else ''}"
+        with jr.TFRecordWriter(p, compression) as w:
+            w.write_many([jr.encode_example({"id": f * 10_000 + i}) for i in range(n)])
+        paths.append(str(p))
+    return paths
+
+
+def ids_of(batch):
+    return np.asarray(batch["id"])[np.asarray(batch["mask"])].tolist()
+
+
+def all_ids(sizes):
+    return sorted(f * 10_000 + i for f, n in enumerate(sizes) for i in range(n))
+
+
+@pytest.mark.parametrize(
+    "sizes, hosts",
+    [
+        ([1000, 3, 3, 3], 4),
+        ([100] * 9, 8),
+        ([4000], 3),
+        ([1000, 1000, 1000, 1000], 3),
+        ([7, 500], 2),
+    ],
+)
+@pytest.mark.parametrize("drop", [False, True])
+def test_shares_are_balanced_whatever_the_files(tmp_path, sizes, hosts, drop):
+    paths = write(tmp_path, sizes)
+    total = sum(sizes)
+    seen, batches = [], set()
+    for h in range(hosts):
+        loader = jr.Loader(
+            paths,
+            SPEC,
+            8,
+            shuffle=True,
+            seed=2,
+            drop_remainder=drop,
+            process_index=h,
+            process_count=hosts,
+            span_bytes=4096,
+        )
+        mine = [i for b in loader for i in ids_of(b)]
+        # Every host's share is within one record of N/H: at most one batch of padding.
+        assert abs(loader.plan.host_records - total / hosts) <= 1
+        assert loader.stats()["padded_rows"] <= 8 or drop
+        seen += mine
+        batches.add(loader.batches_per_epoch)
+    assert len(batches) == 1
+    if drop:
+        assert len(seen) == len(set(seen)) and len(seen) >= total - hosts * 8
+    else:
+        assert sorted(seen) == all_ids(sizes)
+
+
+def test_shares_are_redealt_every_epoch(tmp_path):
+    paths = write(tmp_path, [300] * 8)
+    for p in paths:
+        jr.TFRecordIndex.build(p).save()  # spans smaller than files
+    loader = jr.Loader(
+        paths,
+        SPEC,
+        50,
+        shuffle=True,
+        seed=1,
+        num_epochs=2,
+        process_index=0,
+        process_count=2,
+        span_bytes=2048,
+    )
+    per_epoch = [set(), set()]
+    for b in loader:
+        per_epoch[loader.last_info.epoch].update(ids_of(b))
+    assert per_epoch[0] != per_epoch[1]  # not the same half of the data every epoch
+
+
+def run_hosts(make, hosts, batches=None):
+    """Each host's loader for ``batches`` batches (all: to the end); ids and states."""
+    out = []
+    for h in range(hosts):
+        loader = make(h, hosts)
+        it = iter(loader)
+        got = [ids_of(b) for b in (itertools.islice(it, batches) if batches else it)]
+        out.append((got, json.loads(json.dumps(loader.state())), loader))
+        it.close()
+    return out
+
+
+@pytest.mark.parametrize("before, after", [(2, 3), (3, 2), (4, 1), (1, 4), (3, 3)])
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_elastic_resume_keeps_every_record_once(tmp_path, before, after, shuffle):
+    sizes = [130, 7, 260, 55]
+    paths = write(tmp_path, sizes)
+    kw = {"shuffle": shuffle, "seed": 4, "shuffle_buffer": 32, "span_bytes": 1024}
+
+    def make(batch):
+        def build(h, n, state=None):
+            return jr.Loader(
+                paths, SPEC, batch, process_index=h, process_count=n, state=state, **kw
+            )
+
+        return build
+
+    first = run_hosts(make(6), before, batches=5)
+    state = first[0][1]
+    yielded = [i for got, _, _ in first for b in got for i in b]
+    # Another host count, and another per-host batch size (the global batch kept about even).
+    resumed = []
+    counts = set()
+    for h in range(after):
+        loader = make(5)(h, after, state=state)
+        got = [ids_of(b) for b in loader]
+        counts.add(len(got))
+        resumed += [i for b in got for i in b]
+    assert len(counts) == 1  # every new host yields the same number of batches
+    assert sorted(yielded + resumed) == all_ids(sizes)
+
+
+def test_elastic_resume_twice_in_one_epoch(tmp_path):
+    sizes = [200, 90, 11]
+    paths = write(tmp_path, sizes)
+
+    def make(h, n, state=None, batch=4):
+        return jr.Loader(
+            paths,
+            SPEC,
+            batch,
+            shuffle=True,
+            seed=9,
+            shuffle_buffer=16,
+            span_bytes=1024,
+            process_index=h,
+            process_count=n,
+            state=state,
+        )
+
+    yielded = []
+    a = run_hosts(make, 3, batches=4)
+    yielded += [i for got, _, _ in a for b in got for i in b]
+    b = [(h, make(h, 2, state=a[0][1])) for h in range(2)]
+    states = []
+    for _, loader in b:
+        it = iter(loader)
+        yielded += [i for x in itertools.islice(it, 6) for i in ids_of(x)]
+        states.append(loader.state())
+        it.close()
+    assert states[0]["segments"] == [{"hosts": 3, "batch_size": 4, "batches": 4}]
+    rest = [i for h in range(5) for x in make(h, 5, state=states[1]) for i in ids_of(x)]
+    assert sorted(yielded + rest) == all_ids(sizes)
+
+
+def test_same_host_count_resumes_exactly_with_a_changed_thread_count(tmp_path):
+    paths = write(tmp_path, [70, 30])
+
+    def make(state=None, threads=[1]):  # noqa: B006 - alternates per call on purpose
+        threads[0] = 3 - threads[0]
+        return jr.Loader(
+            paths,
+            SPEC,
+            6,
+            shuffle=True,
+            seed=3,
+            shuffle_buffer=20,
+            num_epochs=2,
+            num_threads=threads[0],
+            state=state,
+        )
+
+    assert_resumes_exactly(make, [1, 5, 16, 20], 34)
+
+
+def test_endless_runs_count_nothing(tmp_path, monkeypatch):
+    import jaxrec._loader.counts as counts
+
+    paths = write(tmp_path, [50, 20, 35])
+    monkeypatch.setattr(counts, "count_records", lambda *a, **k: pytest.fail("counted"))
+    loader = jr.Loader(paths, SPEC, 8, shuffle=True, seed=1, num_epochs=None)
+    with pytest.raises(TypeError, match="not counted"):
+        _ = loader.batches_per_epoch
+    with pytest.raises(TypeError, match="never ends"):
+        len(loader)
+    epochs: dict[int, list[int]] = {}
+    for b in itertools.islice(loader, 40):
+        epochs.setdefault(loader.last_info.epoch, []).extend(ids_of(b))
+    assert sorted(epochs[0]) == sorted(epochs[1]) == all_ids([50, 20, 35])
+
+
+def test_endless_runs_on_hosts_read_disjoint_bytes(tmp_path):
+    paths = write(tmp_path, [40, 40, 40, 40, 40])
+    per_host = []
+    for h in range(2):
+        loader = jr.Loader(
+            paths,
+            SPEC,
+            8,
+            shuffle=True,
+            seed=5,
+            num_epochs=None,
+            process_index=h,
+            process_count=2,
+        )
+        epoch0 = []
+        for b in loader:
+            if loader.last_info.epoch > 0:
+                break
+            epoch0 += ids_of(b)
+        loader.close()
+        per_host.append(epoch0)
+    assert sorted(per_host[0] + per_host[1]) == all_ids([40] * 5)
+
+
+def test_endless_runs_resume_on_the_same_host_only(tmp_path):
+    paths = write(tmp_path, [60, 25])
+
+    def make(state=None):
+        return jr.Loader(
+            paths,
+            SPEC,
+            7,
+            shuffle=True,
+            seed=8,
+            shuffle_buffer=10,
+            num_epochs=None,
+            state=state,
+            process_index=0,
+            process_count=1,
+        )
+
+    assert_resumes_exactly(make, [1, 9, 13, 30], 40)
+    loader = make()
+    it = iter(loader)
+    next(it)
+    next(it)
+    loader_state = loader.state()
+    it.close()
+    with pytest.raises(jr.JaxrecError, match="resumes only on the host that saved it"):
+        jr.Loader(
+            paths,
+            SPEC,
+            7,
+            shuffle=True,
+            seed=8,
+            shuffle_buffer=10,
+            num_epochs=None,
+            state=loader_state,
+            process_index=0,
+            process_count=2,
+        )
