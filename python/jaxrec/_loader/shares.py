@@ -69,10 +69,11 @@ class Segment:
 
 
 def byte_deal(sizes: np.ndarray, order: np.ndarray, hosts: int, host: int) -> Pieces:
-    """Host ``host``'s spans when counts are unknown: a contiguous run of ``order`` balanced by
-    bytes, each host at least one span (there must be at least ``hosts`` spans).
+    """Host ``host``'s spans when counts are unknown, balanced by bytes.
 
-    The pieces are whole spans of unknown length (``hi`` = -1).
+    Each host gets a contiguous run of ``order`` holding about ``1/hosts`` of the bytes, and
+    at least one span (there must be at least ``hosts`` spans). The pieces are whole spans of
+    unknown length (``hi`` = -1).
     """
     total = float(sizes[order].sum()) or 1.0
     mids = np.cumsum(sizes[order]) - sizes[order] / 2.0
