@@ -21,7 +21,6 @@ from jaxrec._io.records import open_reader
 
 __all__ = ["FeatureStats", "Schema", "infer_schema", "is_example", "sniff_bytes"]
 
-_LISTS = ("bytes_list", "float_list", "int64_list")
 _INT32 = (-(1 << 31), (1 << 31) - 1)
 _MAGIC = (
     (b"\xff\xd8\xff", "jpeg"),
@@ -56,7 +55,8 @@ class FeatureStats:
 
     name: str
     present: int = 0  #: records holding it with a list type set
-    kindless: int = 0  #: records holding it with no list type set (TensorFlow: missing)
+    #: records holding it with no list type set: missing in an Example, 0 values in a context
+    kindless: int = 0
     kinds: Counter = dataclasses.field(default_factory=Counter)  #: list type -> Features seen
     min_count: int | None = None
     max_count: int | None = None
@@ -70,7 +70,11 @@ class FeatureStats:
     max_steps: int | None = None
 
     def add_feature(self, feature: Any) -> bool:
-        """Counts one ``tf.train.Feature``; returns whether it had a list type set."""
+        """Counts one ``tf.train.Feature``; returns whether it had a list type set.
+
+        A Feature with no list type set counts in ``kinds["none"]`` only: whether it is missing
+        or holds 0 values depends on the parser (see :meth:`Schema._suggest`).
+        """
         kind = feature.WhichOneof("kind")
         if kind is None:
             self.kinds["none"] += 1
@@ -78,8 +82,7 @@ class FeatureStats:
         self.kinds[kind] += 1
         values = getattr(feature, kind).value
         n = len(values)
-        self.min_count = n if self.min_count is None else min(self.min_count, n)
-        self.max_count = n if self.max_count is None else max(self.max_count, n)
+        self.add_count(n)
         if not n:
             return True
         if kind == "int64_list":
@@ -95,6 +98,11 @@ class FeatureStats:
             self.bytes_max = hi if self.bytes_max is None else max(self.bytes_max, hi)
             self.content[sniff_bytes(values[0][:256])] += 1
         return True
+
+    def add_count(self, n: int) -> None:
+        """Counts a list of ``n`` values."""
+        self.min_count = n if self.min_count is None else min(self.min_count, n)
+        self.max_count = n if self.max_count is None else max(self.max_count, n)
 
     def add_steps(self, steps: int) -> None:
         """Counts the number of steps of one feature list."""
@@ -208,30 +216,47 @@ class Schema:
         return "np.int32" if fits else "np.int64"
 
     def _suggest(self, s: FeatureStats, *, in_list: bool) -> tuple[str | None, str]:
-        """``(spec expression or None, comment)`` for one feature or feature list."""
+        """``(spec expression or None, comment)`` for one feature or feature list.
+
+        What is proposed parses every record scanned, under the rules of the parser that will
+        read it (``src/example.rs``, pinned by the golden files): a Feature with no list type
+        set is *missing* in an Example (so a FixedLenFeature's default fills it) but holds *0
+        values* in a SequenceExample's context (so only a VarLenFeature, or a FixedLenFeature of
+        0 values, reads it), and is a step of 0 values in a feature list (so only a
+        VarLenFeature reads it: a FixedLenSequenceFeature step holds at least one value).
+        """
         dtype = self._dtype(s)
         if dtype is None:
             return None, s.summary()
-        missing = self.scanned - s.present
         if not s.name:
             return None, "an empty feature name cannot be parsed"
+        # Feature lists count kind-less steps as 0 values already (infer_schema).
+        lo, hi = s.min_count, s.max_count
+        empty = not in_list and self.kind == "SequenceExample" and s.kindless > 0
+        if empty:  # kind-less context Features: present with 0 values
+            lo = 0
+        missing = self.scanned - s.present - (s.kindless if empty else 0)
         if in_list:
-            if s.max_steps is None or s.max_count is None:
+            if s.max_steps is None or hi is None:
                 return None, "no steps with values seen"
             steps = f"max_len={_round_len(s.max_steps)}"
             allow = ", allow_missing=True" if missing else ""
-            if s.min_count == s.max_count:
-                shape = "[]" if s.max_count == 1 else f"[{s.max_count}]"
+            if lo == hi and hi > 0:
+                shape = "[]" if hi == 1 else f"[{hi}]"
                 return f"jr.FixedLenSequenceFeature({shape}, {dtype}{allow}, {steps})", s.summary()
             return f"jr.VarLenFeature({dtype})", s.summary()
-        note = s.summary() + (f"; missing in {missing} of {self.scanned}" if missing else "")
-        if s.min_count == s.max_count and s.max_count is not None:
-            shape = "[]" if s.max_count == 1 else f"[{s.max_count}]"
+        note = s.summary()
+        if missing:
+            note += f"; missing in {missing} of {self.scanned}"
+        if empty:
+            note += f"; no list set in {s.kindless} (0 values)"
+        if lo == hi and hi is not None:
+            shape = "[]" if hi == 1 else f"[{hi}]"
             default = ""
             if missing:
                 default = ", default_value=" + {"bytes": 'b""', "np.float32": "0.0"}.get(dtype, "0")
             return f"jr.FixedLenFeature({shape}, {dtype}{default})", note
-        return f"jr.VarLenFeature({dtype}, max_len={_round_len(s.max_count or 0)})", note
+        return f"jr.VarLenFeature({dtype}, max_len={_round_len(hi or 0)})", note
 
     def _block(self, var: str, stats: Mapping[str, FeatureStats], *, in_list: bool) -> list[str]:
         lines = [f"{var} = {{"]
@@ -382,5 +407,6 @@ def infer_schema(paths: str | Iterable[str], limit: int | None = 10_000) -> Sche
             s.present += 1
             s.add_steps(len(flist.feature))
             for step in flist.feature:
-                s.add_feature(step)
+                if not s.add_feature(step):
+                    s.add_count(0)  # a kind-less step holds 0 values
     return schema
