@@ -303,3 +303,36 @@ def test_module_entry_points(dataset):
         [sys.executable, "-m", "jaxrec.cli", "count", dataset[0]], capture_output=True, text=True
     )
     assert r.returncode == 0 and "50" in r.stdout
+
+
+def labels_file(tmp_path) -> tuple[Path, int]:
+    """Ten Examples ``{"label": i % 3, "x": [1.0, 2.0]}`` of equal size; returns (path, size)."""
+    path = tmp_path / "labels.tfrecord"
+    with jr.TFRecordWriter(path) as w:
+        for i in range(10):
+            w.write(jr.encode_example({"label": i % 3, "x": [1.0, 2.0]}))
+    return path, path.stat().st_size // 10
+
+
+def test_inspect_checks_crcs_and_reports_a_bad_record(capsys, tmp_path):
+    """Issue 9 item 10: a flipped bit in record 1's label made `inspect` exit 0 with the range
+    0..65 and a spec inferred from the damaged value; it checks CRCs and says so."""
+    good, size = labels_file(tmp_path)
+    code, out, _ = in_process(capsys, "inspect", good)
+    assert code == 0 and "CRCs checked on 10 records" in out and "0..2" in out
+    code, out, _ = in_process(capsys, "inspect", "--spec", good)
+    assert code == 0 and "# CRCs checked on 10 records." in out
+    code, out, _ = in_process(capsys, "inspect", "--json", good)
+    assert code == 0 and json.loads(out)["crc_checked"] == 10
+
+    raw = bytearray(good.read_bytes())
+    at = raw.index(b"label\x12\x05\x1a\x03\n\x01", size) + 11  # record 1's label value
+    raw[at] ^= 0x40
+    bad = tmp_path / "bad.tfrecord"
+    bad.write_bytes(bytes(raw))
+    for mode in ([], ["--spec"], ["--json"]):
+        r = run("inspect", *mode, bad)
+        assert r.returncode == 1, (mode, r.stdout, r.stderr)
+        assert r.stdout == ""  # no schema (or spec to paste) from damaged data
+        assert f"BAD {bad}: record 1, byte offset {size}: data CRC mismatch" in r.stderr
+        assert "Traceback" not in r.stderr

@@ -151,6 +151,45 @@ def test_records_that_are_not_examples(tmp_path):
     assert "1 of 3 records are not tf.train.Examples" in schema.spec_code()
 
 
+def test_crcs_are_checked(tmp_path):
+    """Issue 9 item 10: records were read without their data CRC, so a flipped bit fed the
+    schema a value no writer wrote."""
+    recs = [jr.encode_example({"label": i % 3}) for i in range(5)]
+    path = write(tmp_path / "a.tfrecord", recs)
+    assert infer_schema(path).crc_checked == 5
+    raw = bytearray(Path(path).read_bytes())
+    size = len(raw) // 5
+    raw[2 * size + 12 + len(recs[2]) - 1] ^= 0x40  # record 2's label value
+    Path(path).write_bytes(bytes(raw))
+    with pytest.raises(jr.CorruptRecordError, match="data CRC mismatch") as e:
+        infer_schema(path)
+    assert (e.value.path, e.value.record_index, e.value.byte_offset) == (path, 2, 2 * size)
+
+
+@pytest.mark.parametrize(
+    ("name", "why"),
+    [
+        ("err_unknown_field_in_features", "unexpected field in Features"),
+        ("err_entry_missing_value", "map entry is not a key and a value"),
+        ("err_unsupported_kind", "feature 'a': malformed Feature"),
+        ("err_bad_list_bytes", "feature 'a': malformed int64_list"),
+    ],
+)
+def test_records_protobuf_reads_but_tensorflow_refuses_are_left_out(name, why):
+    """protobuf reads these records (record 1 of each), TensorFlow's parser (and jaxrec's)
+    refuses them: they are counted as not Examples, say why, and do not shape the schema."""
+    path = str(GOLDEN / f"{name}.tfrecord")
+    schema = infer_schema(path)
+    assert (schema.scanned, schema.not_examples, schema.examples) == (2, 1, 1)
+    (reason,) = schema.not_example_reasons
+    assert reason.startswith(f"{path}, record 1, byte offset 59: ") and why in reason
+    assert schema.features["a"].kinds == {"int64_list": 1}  # record 0 alone
+    assert reason in schema.spec_code()
+    first = list(jr.read_records(path))[:1]
+    spec, _ = schema.spec()
+    assert_reads_back(first, spec, None)
+
+
 def test_sniff_bytes():
     assert sniff_bytes(b"\xff\xd8\xff\xe0") == "jpeg"
     assert sniff_bytes(PNG) == "png"

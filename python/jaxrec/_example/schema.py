@@ -15,9 +15,14 @@ from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
+import numpy as np
+
 from jaxrec._example.proto import SequenceExample
 from jaxrec._io.paths import expand_paths
 from jaxrec._io.records import open_reader
+from jaxrec._parse import ExampleParser
+from jaxrec._spec import VarLenFeature
+from jaxrec.errors import ExampleParseError
 
 __all__ = ["FeatureStats", "Schema", "infer_schema", "is_example", "sniff_bytes"]
 
@@ -179,8 +184,34 @@ class Schema:
     scanned: int = 0  #: records looked at
     complete: bool = False  #: whether every record of every file was scanned
     not_examples: int = 0  #: records that do not parse as tf.train.Example/SequenceExample
+    #: where and why, for the first few of them: ``"path, record 3, byte offset 156: why"``
+    not_example_reasons: list[str] = dataclasses.field(default_factory=list)
+    crc_checked: int = 0  #: records whose CRCs were checked (all those scanned)
     features: dict[str, FeatureStats] = dataclasses.field(default_factory=dict)
     feature_lists: dict[str, FeatureStats] = dataclasses.field(default_factory=dict)
+
+    def add(self, msg: Any) -> None:
+        """Counts the features of one record (a ``SequenceExample`` message; Examples too)."""
+        for name, feature in msg.context.feature.items():
+            s = self.features.get(name) or self.features.setdefault(name, FeatureStats(name))
+            if s.add_feature(feature):
+                s.present += 1
+            else:
+                s.kindless += 1
+        for name, flist in msg.feature_lists.feature_list.items():
+            s = self.feature_lists.get(name) or self.feature_lists.setdefault(
+                name, FeatureStats(name)
+            )
+            s.present += 1
+            s.add_steps(len(flist.feature))
+            for step in flist.feature:
+                if not s.add_feature(step):
+                    s.add_count(0)  # a kind-less step holds 0 values
+
+    @property
+    def examples(self) -> int:
+        """Records scanned that are Examples or SequenceExamples (what the statistics count)."""
+        return self.scanned - self.not_examples
 
     @property
     def kind(self) -> str:
@@ -194,10 +225,12 @@ class Schema:
             "records_scanned": self.scanned,
             "complete": self.complete,
             "kind": self.kind,
+            "crc_checked": self.crc_checked,
             "not_examples": self.not_examples,
-            "features": {n: s.to_dict(self.scanned) for n, s in sorted(self.features.items())},
+            "not_example_reasons": self.not_example_reasons,
+            "features": {n: s.to_dict(self.examples) for n, s in sorted(self.features.items())},
             "feature_lists": {
-                n: s.to_dict(self.scanned) for n, s in sorted(self.feature_lists.items())
+                n: s.to_dict(self.examples) for n, s in sorted(self.feature_lists.items())
             },
         }
 
@@ -235,7 +268,7 @@ class Schema:
         empty = not in_list and self.kind == "SequenceExample" and s.kindless > 0
         if empty:  # kind-less context Features: present with 0 values
             lo = 0
-        missing = self.scanned - s.present - (s.kindless if empty else 0)
+        missing = self.examples - s.present - (s.kindless if empty else 0)
         if in_list:
             if s.max_steps is None or hi is None:
                 return None, "no steps with values seen"
@@ -247,7 +280,7 @@ class Schema:
             return f"jr.VarLenFeature({dtype})", s.summary()
         note = s.summary()
         if missing:
-            note += f"; missing in {missing} of {self.scanned}"
+            note += f"; missing in {missing} of {self.examples}"
         if empty:
             note += f"; no list set in {s.kindless} (0 values)"
         if lo == hi and hi is not None:
@@ -303,10 +336,14 @@ class Schema:
                 "(not all of them).",
                 "# Unscanned records may hold longer lists: raise max_len, or add truncate=True.",
             ]
+        if self.crc_checked:
+            head.append(f"# CRCs checked on {self.crc_checked:,} records.")
         if self.not_examples:
             head.append(
-                f"# {self.not_examples} of {self.scanned} records are not tf.train.Examples."
+                f"# {self.not_examples} of {self.scanned} records are not tf.train.Examples "
+                "(left out of the schema):"
             )
+            head += [f"#   {why}" for why in self.not_example_reasons]
         head += ["import numpy as np", "", "import jaxrec as jr", ""]
         if self.kind == "Example":
             body = self._block("spec", self.features, in_list=False)
@@ -339,29 +376,139 @@ def is_example(record: bytes, msg: Any) -> bool:
     return not record or msg.HasField("context") or msg.HasField("feature_lists")
 
 
-def _sample(paths: list[str], limit: int | None) -> Iterator[tuple[bytes | None, bool]]:
-    """Yields records spread over the files (up to ``limit`` in all), then ``(None, complete)``."""
+#: The dtype a probe reads each list type as (a Feature with no list set: any will do).
+_PROBE_DTYPES = {"int64_list": np.int64, "float_list": np.float32, "bytes_list": bytes, "": bytes}
+_MAX_REASONS = 3
+
+
+def _probe_names(names: list[str]) -> list[list[str]]:
+    """Splits names so that no probe holds both ``x`` and ``x_length``.
+
+    A spec may not (``x``'s VarLen lengths come back as ``x_length``). Names an even number of
+    ``_length`` suffixes away from the root of their chain go in one group, odd in the other.
+    """
+    present = set(names)
+    groups: list[list[str]] = [[], []]
+    for name in names:
+        depth, stem = 0, name
+        while stem.endswith("_length") and stem[: -len("_length")] in present:
+            stem, depth = stem[: -len("_length")], depth + 1
+        groups[depth % 2].append(name)
+    return [g for g in groups if g]
+
+
+class _NativeCheck:
+    """Reads records with jaxrec's own parser, which follows TensorFlow's rules.
+
+    protobuf reads more than TensorFlow's parser does: an unknown field inside ``Features`` or
+    a list, a map entry without its value, a ``Feature`` whose first field is no list. Such a
+    record is not an Example to TensorFlow (nor to any spec), so it must not shape the schema.
+    Each record is parsed with a probe spec reading every feature it holds as a
+    ``VarLenFeature`` of its list type; records with the same features share one compiled probe
+    and one native call, so a scan costs about one parse of the sample.
+    """
+
+    def __init__(self) -> None:
+        self._parsers: dict[tuple, list[ExampleParser]] = {}
+
+    def refused(self, records: list[bytes], msgs: list[Any]) -> dict[int, str]:
+        """``{index: why}`` for the records (``msgs[i]`` not None) the native parser refuses."""
+        groups: dict[tuple, list[int]] = {}
+        for i, msg in enumerate(msgs):
+            if msg is not None:
+                groups.setdefault(_probe_key(msg), []).append(i)
+        out: dict[int, str] = {}
+        for key, rows in groups.items():
+            for parser in self._probes(key):
+                rows = [i for i in rows if i not in out]
+                while rows:  # a refused record leaves the group; the rest is parsed again
+                    try:
+                        batch = [records[i] for i in rows]
+                        if parser.is_sequence:
+                            parser.parse_sequence(batch)
+                        else:
+                            parser.parse(batch)
+                        break
+                    except ExampleParseError as e:
+                        bad = rows.pop(e.record_index or 0)
+                        feature = f"feature {e.feature!r}: " if e.feature else ""
+                        out[bad] = feature + e.detail
+        return out
+
+    def _probes(self, key: tuple) -> list[ExampleParser]:
+        parsers = self._parsers.get(key)
+        if parsers is None:
+            if len(self._parsers) >= 256:  # records of ever-changing features: bound the cache
+                self._parsers.clear()
+            ctx, lists = key
+            dtypes = dict(ctx)
+            groups = _probe_names(list(dtypes)) or [[]]
+            parsers = [
+                ExampleParser(
+                    {n: VarLenFeature(_PROBE_DTYPES[dtypes[n]]) for n in names},
+                    None if lists is None else {},
+                )
+                for names in groups
+            ]
+            if lists:
+                ltypes = dict(lists)
+                parsers += [
+                    ExampleParser({}, {n: VarLenFeature(_PROBE_DTYPES[ltypes[n]]) for n in names})
+                    for names in _probe_names(list(ltypes))
+                ]
+            self._parsers[key] = parsers
+        return parsers
+
+
+def _probe_key(msg: Any) -> tuple:
+    """What a record's probe reads: ``((name, list type), …)`` of its context and lists.
+
+    The feature lists part is None for an Example. A feature list whose steps mix list types
+    is left out: no spec reads it, and the schema leaves it out too.
+    """
+    ctx = tuple(
+        sorted((n, f.WhichOneof("kind") or "") for n, f in msg.context.feature.items() if n)
+    )
+    if not msg.HasField("feature_lists"):
+        return ctx, None
+    lists = []
+    for name, flist in msg.feature_lists.feature_list.items():
+        kinds = {k for step in flist.feature if (k := step.WhichOneof("kind"))}
+        if name and len(kinds) <= 1:
+            lists.append((name, kinds.pop() if kinds else ""))
+    return ctx, tuple(sorted(lists))
+
+
+def _sample(paths: list[str], limit: int | None, done: list[bool]) -> Iterator[Any]:
+    """Yields chunks of records spread over the files (up to ``limit`` in all), CRCs checked.
+
+    At the end, ``done[0]`` says whether every record of every file was read.
+    """
     per_file = None if not limit else max(1, -(-limit // max(1, len(paths))))
     complete = True
     for path in paths:
-        reader = open_reader(path, verify=False)
+        reader = open_reader(path, verify=True)
         taken = 0
         while per_file is None or taken < per_file:
             want = (1 << 62) if per_file is None else per_file - taken
-            chunk = reader.read_chunk(want, 4 << 20)
+            chunk = reader.read_chunk(min(want, 4096), 4 << 20)
             if chunk is None:
                 break
             taken += len(chunk)
-            for i in range(len(chunk)):
-                yield chunk[i], False
+            yield chunk
         else:
             if reader.read_chunk(1, 1 << 16) is not None:
                 complete = False
-    yield None, complete
+    done[0] = complete
 
 
 def infer_schema(paths: str | Iterable[str], limit: int | None = 10_000) -> Schema:
     """Scans records and describes their features.
+
+    Every record scanned has its CRCs checked. A record that is not an Example or
+    SequenceExample as TensorFlow's parser reads it (protobuf alone reads more) is counted in
+    ``not_examples`` and does not shape the schema; ``not_example_reasons`` says why for the
+    first few.
 
     Args:
         paths: TFRecord files or globs.
@@ -372,7 +519,7 @@ def infer_schema(paths: str | Iterable[str], limit: int | None = 10_000) -> Sche
         A :class:`Schema`; ``schema.spec_code()`` gives spec code to paste.
 
     Raises:
-        CorruptRecordError: a record's framing is broken.
+        CorruptRecordError: a record's framing is broken, or its data CRC does not match.
         OSError: a file cannot be read.
 
     Example:
@@ -380,33 +527,30 @@ def infer_schema(paths: str | Iterable[str], limit: int | None = 10_000) -> Sche
     """
     files = expand_paths(paths)
     schema = Schema(files=files)
-    for record, complete in _sample(files, limit):
-        if record is None:
-            schema.complete = complete
-            break
-        schema.scanned += 1
-        try:
-            msg = SequenceExample.FromString(record)
-        except Exception:  # protobuf's DecodeError, whichever backend
-            schema.not_examples += 1
-            continue
-        if not is_example(record, msg):
-            schema.not_examples += 1
-            continue
-        ctx, lists = msg.context.feature, msg.feature_lists.feature_list
-        for name, feature in ctx.items():
-            s = schema.features.get(name) or schema.features.setdefault(name, FeatureStats(name))
-            if s.add_feature(feature):
-                s.present += 1
+    check = _NativeCheck()
+    done = [False]
+    for chunk in _sample(files, limit, done):
+        records = chunk.to_list()
+        msgs: list[Any] = []
+        for record in records:
+            try:
+                msg = SequenceExample.FromString(record)
+            except Exception:  # protobuf's DecodeError, whichever backend
+                msg = None
+            msgs.append(msg if msg is not None and is_example(record, msg) else None)
+        refused = check.refused(records, msgs)
+        schema.scanned += len(records)
+        schema.crc_checked += len(records)
+        for i, msg in enumerate(msgs):
+            if msg is None or i in refused:
+                schema.not_examples += 1
+                if len(schema.not_example_reasons) < _MAX_REASONS:
+                    why = refused.get(i, "not a tf.train.Example or SequenceExample")
+                    schema.not_example_reasons.append(
+                        f"{chunk.path}, record {int(chunk.indices[i])}, "
+                        f"byte offset {int(chunk.file_offsets[i])}: {why}"
+                    )
             else:
-                s.kindless += 1
-        for name, flist in lists.items():
-            s = schema.feature_lists.get(name) or schema.feature_lists.setdefault(
-                name, FeatureStats(name)
-            )
-            s.present += 1
-            s.add_steps(len(flist.feature))
-            for step in flist.feature:
-                if not s.add_feature(step):
-                    s.add_count(0)  # a kind-less step holds 0 values
+                schema.add(msg)
+    schema.complete = done[0]
     return schema
