@@ -166,8 +166,13 @@ def test_verify_reports_each_bad_record_with_file_record_offset(tmp_path):
 
 
 def test_verify_parses_records(capsys, tmp_path, dataset):
-    # records_plain holds a raw (non-Example) record at index 3.
-    code, out, _ = in_process(capsys, "verify", GOLDEN / "records_plain.tfrecord")
+    # records_plain holds a raw (non-Example) record at index 3. Without --spec verify checks
+    # the framing only (issue 9 item 12); `spec = {}` asks that every record be an Example.
+    examples = tmp_path / "examples.py"
+    examples.write_text("spec = {}\n")
+    code, out, _ = in_process(
+        capsys, "verify", "--spec", examples, GOLDEN / "records_plain.tfrecord"
+    )
     assert code == 1
     assert f"{GOLDEN / 'records_plain.tfrecord'}: record 3, byte offset 156: malformed" in out
     spec = tmp_path / "strict.py"
@@ -336,3 +341,38 @@ def test_inspect_checks_crcs_and_reports_a_bad_record(capsys, tmp_path):
         assert r.stdout == ""  # no schema (or spec to paste) from damaged data
         assert f"BAD {bad}: record 1, byte offset {size}: data CRC mismatch" in r.stderr
         assert "Traceback" not in r.stderr
+
+
+def test_verify_without_spec_checks_framing_only(capsys, tmp_path):
+    """Issue 9 item 12: valid TFRecord files whose records are not Examples (ELWC ranking
+    data, plain bytes) made `verify` exit 1; without --spec it checks framing and CRCs only."""
+    example = jr.encode_example({"a": [1, 2]})
+    features = jr.Example.FromString(example).features.SerializeToString()
+    elwc = b"".join(  # ExampleListWithContext {repeated Example examples = 1; Example context = 2}
+        bytes([tag, len(body)]) + body
+        for tag, body in (
+            (0x0A, example),
+            (0x0A, example),
+            (0x12, bytes([0x0A, len(features)]) + features),
+        )
+    )
+    path = tmp_path / "not_examples.tfrecord"
+    with jr.TFRecordWriter(path) as w:
+        w.write_many([b"plain bytes\xff", elwc, bytes(range(256)), b"\n\xff"])
+    code, out, _ = in_process(capsys, "verify", path)
+    assert code == 0, out
+    assert "4 records (CRCs checked): all good" in out
+    code, out, _ = in_process(capsys, "verify", "--json", path)
+    assert code == 0 and json.loads(out)["ok"] is True
+
+    examples = tmp_path / "examples.py"
+    examples.write_text("spec = {}\n")
+    code, out, _ = in_process(capsys, "verify", "--json", "--spec", examples, path)
+    result = json.loads(out)
+    assert code == 1 and result["bad_records"] == 4
+    assert [e["kind"] for e in result["files"][0]["errors"]] == ["parse"] * 4
+    code, out, _ = in_process(capsys, "verify", "--spec", examples, path)
+    assert code == 1 and f"BAD {path}: record 1, byte offset " in out
+    assert "(CRCs and spec checked): 4 bad records" in out
+    code, out, _ = in_process(capsys, "verify", "--spec", examples, "--no-parse", path)
+    assert code == 0
