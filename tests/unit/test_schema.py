@@ -16,6 +16,7 @@ import jaxrec as jr
 from jaxrec._example.schema import infer_schema, sniff_bytes
 
 GOLDEN = Path(__file__).resolve().parents[1] / "data" / "golden"
+MANIFEST = json.loads((GOLDEN / "manifest.json").read_text(encoding="utf-8"))
 PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(40))
 
 
@@ -110,19 +111,82 @@ def test_sequence_example_spec(tmp_path):
     assert lengths["frames"].tolist() == [i % 4 for i in range(12)]
 
 
+def golden_outputs(entry: dict) -> tuple[dict, dict | None, dict | None]:
+    """TensorFlow's outputs for a golden parse entry: ``(features or context, feature_lists,
+    lengths)``, bytes outputs rebuilt from the manifest's hex."""
+    flat = {}
+    with np.load(GOLDEN / entry["expected"], allow_pickle=False) as z:
+        flat.update({k: z[k] for k in z.files})
+    for key, hexes in entry.get("bytes_expected", {}).items():
+        values = np.array([bytes.fromhex(h) for h in np.ravel(hexes)] or [], dtype=object)
+        flat[key] = values.reshape(entry["bytes_shapes"][key])
+    if entry["kind"] == "example":
+        return flat, None, None
+    parts = ({}, {}, {})
+    for key, value in flat.items():
+        prefix, _, name = key.partition("/")
+        parts[("ctx", "seq", "len").index(prefix)][name] = value
+    return parts
+
+
+def golden_spec(features: dict) -> dict:
+    """The feature types of a golden entry's hand-written spec (all ``parsed_row`` needs)."""
+    dtypes = {"int64": np.int64, "float32": np.float32, "string": bytes}
+    out = {}
+    for name, f in features.items():
+        dtype = dtypes[f["dtype"]]
+        if f["type"] == "VarLen":
+            out[name] = jr.VarLenFeature(dtype)
+        elif f["type"] == "FixedLen":
+            out[name] = jr.FixedLenFeature(f["shape"], dtype)
+        else:
+            out[name] = jr.FixedLenSequenceFeature(f["shape"], dtype)
+    return out
+
+
 @pytest.mark.parametrize(
     "name",
     ["seq_basic", "ex_varlen", "ex_fixed_shapes", "ex_unicode_names", "ex_missing_defaults"],
 )
 def test_spec_code_parses_golden_files(name):
+    """The spec inferred from a TensorFlow-written golden file proposes every feature of the
+    golden tests' hand-written spec, reads every record back as it is, and gives the values
+    TensorFlow gives with the hand-written spec wherever a record holds the feature."""
     path = str(GOLDEN / f"{name}.tfrecord")
     schema = infer_schema(path)
+    assert schema.complete and schema.not_examples == 0
     spec, seq = schema.spec()
     recs = list(jr.read_records(path))
+    assert_reads_back(recs, spec, seq)
+    (entry,) = [p for p in MANIFEST["parse"] if p["file"] == f"{name}.tfrecord"]
+    tf_ctx, tf_lists, tf_lengths = golden_outputs(entry)
     if seq is None:
-        jr.parse_example(recs, spec)
+        assert entry["kind"] == "example"
+        hand = [(golden_spec(entry["features"]), spec, tf_ctx, None, "example")]
+        ours = [(jr.parse_example(recs, spec), None)]
     else:
-        jr.parse_sequence_example(recs, spec, seq)
+        assert entry["kind"] == "sequence_example"
+        ctx, lists, lengths = jr.parse_sequence_example(recs, spec, seq)
+        hand = [
+            (golden_spec(entry["context_features"]), spec, tf_ctx, None, "context"),
+            (golden_spec(entry["sequence_features"]), seq, tf_lists, tf_lengths, "list"),
+        ]
+        ours = [(ctx, None), (lists, lengths)]
+    msgs = [jr.SequenceExample.FromString(r) for r in recs]
+    compared = 0
+    for (hand_spec, inferred, tf_out, tf_len, rules), (out, out_len) in zip(
+        hand, ours, strict=True
+    ):
+        assert set(inferred) == set(hand_spec)  # every hand-written feature, and no other
+        for fname, feature in hand_spec.items():
+            for i, msg in enumerate(msgs):
+                held = msg.feature_lists.feature_list if rules == "list" else msg.context.feature
+                if fname not in held or (rules != "list" and not held[fname].WhichOneof("kind")):
+                    continue  # missing: each spec fills its own default
+                want = parsed_row(tf_out, tf_len, fname, feature, i)
+                assert parsed_row(out, out_len, fname, inferred[fname], i) == want, (fname, i)
+                compared += 1
+    assert compared >= len(recs)
 
 
 def test_length_key_collision_is_left_out(tmp_path):
