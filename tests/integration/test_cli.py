@@ -376,3 +376,25 @@ def test_verify_without_spec_checks_framing_only(capsys, tmp_path):
     assert "(CRCs and spec checked): 4 bad records" in out
     code, out, _ = in_process(capsys, "verify", "--spec", examples, "--no-parse", path)
     assert code == 0
+
+
+def test_convert_shuffle_of_compressed_tfrecords_is_a_usage_error(tmp_path):
+    """`convert --shuffle` on compressed TFRecords printed a traceback and exited 1."""
+    src = GOLDEN / "records_gzip.tfrecord.gz"
+    out = tmp_path / "out"
+    r = run("convert", src, "--out", out, "--shuffle")
+    assert r.returncode == 2, r.stderr
+    assert r.stderr == (
+        f"jaxrec convert: error: {src} is compressed: --shuffle reads TFRecords at random, "
+        "which needs uncompressed inputs; convert without --shuffle first, then shuffle that\n"
+    )
+    assert not out.exists() or list(out.iterdir()) == []
+    assert run("convert", src, "--out", out).returncode == 0  # without --shuffle: fine
+
+
+def test_index_help_names_the_module_documenting_the_format(capsys):
+    with pytest.raises(SystemExit):
+        main(["index", "--help"])
+    out = " ".join(capsys.readouterr().out.split())  # argparse wraps lines
+    assert "documented in the jaxrec._io.index module" in out
+    assert "_index.py" not in out
