@@ -254,6 +254,45 @@ def test_records_protobuf_reads_but_tensorflow_refuses_are_left_out(name, why):
     assert_reads_back(first, spec, None)
 
 
+def test_refused_record_among_records_of_varying_list_types(tmp_path):
+    """Records of the same feature names are checked together; when that fails, each is
+    checked with its own list types, so a varying type is no reason to refuse a record."""
+    entry = b"\x0a\x01a" + b"\x12\x02" + b"\x22\x00"  # "a": a Feature holding field 4
+    unsupported = b"\x0a" + bytes([len(entry) + 2]) + b"\x0a" + bytes([len(entry)]) + entry
+    recs = [
+        jr.encode_example({"a": 1}),
+        jr.encode_example({"a": 1.5}),
+        unsupported,
+        jr.encode_example({"a": b"x"}),
+    ]
+    schema = infer_schema(write(tmp_path / "v.tfrecord", recs))
+    assert (schema.scanned, schema.not_examples) == (4, 1)
+    offset = sum(16 + len(r) for r in recs[:2])
+    assert f"v.tfrecord, record 2, byte offset {offset}: " in schema.not_example_reasons[0]
+    assert "Feature holds no bytes_list, float_list or int64_list" in schema.not_example_reasons[0]
+    assert schema.features["a"].kinds == {"int64_list": 1, "float_list": 1, "bytes_list": 1}
+
+
+def test_ranking_data_is_not_read_as_examples(tmp_path):
+    """protobuf reads an ExampleListWithContext as a SequenceExample whose feature names are
+    the bytes of whole map entries; TensorFlow's parser refuses it, and so does the scan."""
+    example = jr.encode_example({"a": [1, 2]})
+    features = jr.Example.FromString(example).features.SerializeToString()
+    elwc = b"".join(  # {repeated Example examples = 1; Example context = 2}
+        bytes([tag, len(body)]) + body
+        for tag, body in (
+            (0x0A, example),
+            (0x0A, example),
+            (0x12, bytes([0x0A, len(features)]) + features),
+        )
+    )
+    assert jr.SequenceExample.FromString(elwc).context.feature  # what protobuf makes of it
+    schema = infer_schema(write(tmp_path / "elwc.tfrecord", [elwc] * 3))
+    assert (schema.scanned, schema.not_examples) == (3, 3)
+    assert schema.features == {} and schema.feature_lists == {}
+    assert "map entry is not a key and a value" in schema.not_example_reasons[0]
+
+
 def test_sniff_bytes():
     assert sniff_bytes(b"\xff\xd8\xff\xe0") == "jpeg"
     assert sniff_bytes(PNG) == "png"

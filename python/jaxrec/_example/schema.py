@@ -401,11 +401,12 @@ class _NativeCheck:
     """Reads records with jaxrec's own parser, which follows TensorFlow's rules.
 
     protobuf reads more than TensorFlow's parser does: an unknown field inside ``Features`` or
-    a list, a map entry without its value, a ``Feature`` whose first field is no list. Such a
-    record is not an Example to TensorFlow (nor to any spec), so it must not shape the schema.
-    Each record is parsed with a probe spec reading every feature it holds as a
-    ``VarLenFeature`` of its list type; records with the same features share one compiled probe
-    and one native call, so a scan costs about one parse of the sample.
+    a list, a map entry without its value, a ``Feature`` whose first field is no list (and it
+    reads ranking data, ELWC, as a SequenceExample). Such a record is not an Example to
+    TensorFlow, nor to any spec, so it must not shape the schema. Records holding the same
+    feature names are parsed together, in one native call, with a probe spec reading each
+    feature as a ``VarLenFeature`` of its list type; only a group that fails is parsed again
+    record by record, each with a probe of its own list types, to find the records refused.
     """
 
     def __init__(self) -> None:
@@ -416,24 +417,27 @@ class _NativeCheck:
         groups: dict[tuple, list[int]] = {}
         for i, msg in enumerate(msgs):
             if msg is not None:
-                groups.setdefault(_probe_key(msg), []).append(i)
+                groups.setdefault(_names(msg), []).append(i)
         out: dict[int, str] = {}
-        for key, rows in groups.items():
-            for parser in self._probes(key):
-                rows = [i for i in rows if i not in out]
-                while rows:  # a refused record leaves the group; the rest is parsed again
-                    try:
-                        batch = [records[i] for i in rows]
-                        if parser.is_sequence:
-                            parser.parse_sequence(batch)
-                        else:
-                            parser.parse(batch)
-                        break
-                    except ExampleParseError as e:
-                        bad = rows.pop(e.record_index or 0)
-                        feature = f"feature {e.feature!r}: " if e.feature else ""
-                        out[bad] = feature + e.detail
+        for rows in groups.values():
+            if self._why(_probe_key([msgs[i] for i in rows]), [records[i] for i in rows]):
+                for i in rows:
+                    why = self._why(_probe_key([msgs[i]]), [records[i]])
+                    if why:
+                        out[i] = why
         return out
+
+    def _why(self, key: tuple, records: list[bytes]) -> str | None:
+        """Why the native parser refuses one of ``records`` read with probe ``key``, or None."""
+        for parser in self._probes(key):
+            try:
+                if parser.is_sequence:
+                    parser.parse_sequence(records)
+                else:
+                    parser.parse(records)
+            except ExampleParseError as e:
+                return (f"feature {e.feature!r}: " if e.feature else "") + e.detail
+        return None
 
     def _probes(self, key: tuple) -> list[ExampleParser]:
         parsers = self._parsers.get(key)
@@ -460,23 +464,44 @@ class _NativeCheck:
         return parsers
 
 
-def _probe_key(msg: Any) -> tuple:
-    """What a record's probe reads: ``((name, list type), …)`` of its context and lists.
-
-    The feature lists part is None for an Example. A feature list whose steps mix list types
-    is left out: no spec reads it, and the schema leaves it out too.
-    """
-    ctx = tuple(
-        sorted((n, f.WhichOneof("kind") or "") for n, f in msg.context.feature.items() if n)
-    )
+def _names(msg: Any) -> tuple:
+    """The feature names of a record, and of its feature lists (None for an Example)."""
+    ctx = tuple(sorted(msg.context.feature))
     if not msg.HasField("feature_lists"):
         return ctx, None
-    lists = []
-    for name, flist in msg.feature_lists.feature_list.items():
-        kinds = {k for step in flist.feature if (k := step.WhichOneof("kind"))}
-        if name and len(kinds) <= 1:
-            lists.append((name, kinds.pop() if kinds else ""))
-    return ctx, tuple(sorted(lists))
+    return ctx, tuple(sorted(msg.feature_lists.feature_list))
+
+
+def _probe_key(msgs: list[Any]) -> tuple:
+    """What a probe reads for records with the same feature names.
+
+    ``((name, list type), …)`` of the context, and of the feature lists (None for Examples).
+    Each list type is the first one a record sets (``""``: none does). A feature list whose
+    steps mix list types in a record is left out: no spec reads it, and the schema leaves it
+    out too. The empty name is left out: a spec cannot name it.
+    """
+    ctx_names, list_names = _names(msgs[0])
+    ctx = dict.fromkeys((n for n in ctx_names if n), "")
+    lists = dict.fromkeys((n for n in list_names or () if n), "")
+    todo, todo_lists = set(ctx), set(lists)
+    for msg in msgs:
+        if not todo and not todo_lists:
+            break
+        for name in list(todo):
+            if kind := msg.context.feature[name].WhichOneof("kind"):
+                ctx[name] = kind
+                todo.discard(name)
+        for name in list(todo_lists):
+            steps = msg.feature_lists.feature_list[name].feature
+            kinds = {k for step in steps if (k := step.WhichOneof("kind"))}
+            if kinds:
+                todo_lists.discard(name)
+                if len(kinds) == 1:
+                    lists[name] = kinds.pop()
+                else:
+                    del lists[name]
+    items = tuple(sorted(ctx.items()))
+    return items, None if list_names is None else tuple(sorted(lists.items()))
 
 
 def _sample(paths: list[str], limit: int | None, done: list[bool]) -> Iterator[Any]:
