@@ -166,8 +166,13 @@ def test_verify_reports_each_bad_record_with_file_record_offset(tmp_path):
 
 
 def test_verify_parses_records(capsys, tmp_path, dataset):
-    # records_plain holds a raw (non-Example) record at index 3.
-    code, out, _ = in_process(capsys, "verify", GOLDEN / "records_plain.tfrecord")
+    # records_plain holds a raw (non-Example) record at index 3. Without --spec verify checks
+    # the framing only (issue 9 item 12); `spec = {}` asks that every record be an Example.
+    examples = tmp_path / "examples.py"
+    examples.write_text("spec = {}\n")
+    code, out, _ = in_process(
+        capsys, "verify", "--spec", examples, GOLDEN / "records_plain.tfrecord"
+    )
     assert code == 1
     assert f"{GOLDEN / 'records_plain.tfrecord'}: record 3, byte offset 156: malformed" in out
     spec = tmp_path / "strict.py"
@@ -303,3 +308,93 @@ def test_module_entry_points(dataset):
         [sys.executable, "-m", "jaxrec.cli", "count", dataset[0]], capture_output=True, text=True
     )
     assert r.returncode == 0 and "50" in r.stdout
+
+
+def labels_file(tmp_path) -> tuple[Path, int]:
+    """Ten Examples ``{"label": i % 3, "x": [1.0, 2.0]}`` of equal size; returns (path, size)."""
+    path = tmp_path / "labels.tfrecord"
+    with jr.TFRecordWriter(path) as w:
+        for i in range(10):
+            w.write(jr.encode_example({"label": i % 3, "x": [1.0, 2.0]}))
+    return path, path.stat().st_size // 10
+
+
+def test_inspect_checks_crcs_and_reports_a_bad_record(capsys, tmp_path):
+    """Issue 9 item 10: a flipped bit in record 1's label made `inspect` exit 0 with the range
+    0..65 and a spec inferred from the damaged value; it checks CRCs and says so."""
+    good, size = labels_file(tmp_path)
+    code, out, _ = in_process(capsys, "inspect", good)
+    assert code == 0 and "CRCs checked on 10 records" in out and "0..2" in out
+    code, out, _ = in_process(capsys, "inspect", "--spec", good)
+    assert code == 0 and "# CRCs checked on 10 records." in out
+    code, out, _ = in_process(capsys, "inspect", "--json", good)
+    assert code == 0 and json.loads(out)["crc_checked"] == 10
+
+    raw = bytearray(good.read_bytes())
+    at = raw.index(b"label\x12\x05\x1a\x03\n\x01", size) + 11  # record 1's label value
+    raw[at] ^= 0x40
+    bad = tmp_path / "bad.tfrecord"
+    bad.write_bytes(bytes(raw))
+    for mode in ([], ["--spec"], ["--json"]):
+        r = run("inspect", *mode, bad)
+        assert r.returncode == 1, (mode, r.stdout, r.stderr)
+        assert r.stdout == ""  # no schema (or spec to paste) from damaged data
+        assert f"BAD {bad}: record 1, byte offset {size}: data CRC mismatch" in r.stderr
+        assert "Traceback" not in r.stderr
+
+
+def test_verify_without_spec_checks_framing_only(capsys, tmp_path):
+    """Issue 9 item 12: valid TFRecord files whose records are not Examples (ELWC ranking
+    data, plain bytes) made `verify` exit 1; without --spec it checks framing and CRCs only."""
+    example = jr.encode_example({"a": [1, 2]})
+    features = jr.Example.FromString(example).features.SerializeToString()
+    elwc = b"".join(  # ExampleListWithContext {repeated Example examples = 1; Example context = 2}
+        bytes([tag, len(body)]) + body
+        for tag, body in (
+            (0x0A, example),
+            (0x0A, example),
+            (0x12, bytes([0x0A, len(features)]) + features),
+        )
+    )
+    path = tmp_path / "not_examples.tfrecord"
+    with jr.TFRecordWriter(path) as w:
+        w.write_many([b"plain bytes\xff", elwc, bytes(range(256)), b"\n\xff"])
+    code, out, _ = in_process(capsys, "verify", path)
+    assert code == 0, out
+    assert "4 records (CRCs checked): all good" in out
+    code, out, _ = in_process(capsys, "verify", "--json", path)
+    assert code == 0 and json.loads(out)["ok"] is True
+
+    examples = tmp_path / "examples.py"
+    examples.write_text("spec = {}\n")
+    code, out, _ = in_process(capsys, "verify", "--json", "--spec", examples, path)
+    result = json.loads(out)
+    assert code == 1 and result["bad_records"] == 4
+    assert [e["kind"] for e in result["files"][0]["errors"]] == ["parse"] * 4
+    code, out, _ = in_process(capsys, "verify", "--spec", examples, path)
+    assert code == 1 and f"BAD {path}: record 1, byte offset " in out
+    assert "(CRCs and spec checked): 4 bad records" in out
+    code, out, _ = in_process(capsys, "verify", "--spec", examples, "--no-parse", path)
+    assert code == 0
+
+
+def test_convert_shuffle_of_compressed_tfrecords_is_a_usage_error(tmp_path):
+    """`convert --shuffle` on compressed TFRecords printed a traceback and exited 1."""
+    src = GOLDEN / "records_gzip.tfrecord.gz"
+    out = tmp_path / "out"
+    r = run("convert", src, "--out", out, "--shuffle")
+    assert r.returncode == 2, r.stderr
+    assert r.stderr == (
+        f"jaxrec convert: error: {src} is compressed: --shuffle reads TFRecords at random, "
+        "which needs uncompressed inputs; convert without --shuffle first, then shuffle that\n"
+    )
+    assert not out.exists() or list(out.iterdir()) == []
+    assert run("convert", src, "--out", out).returncode == 0  # without --shuffle: fine
+
+
+def test_index_help_names_the_module_documenting_the_format(capsys):
+    with pytest.raises(SystemExit):
+        main(["index", "--help"])
+    out = " ".join(capsys.readouterr().out.split())  # argparse wraps lines
+    assert "documented in the jaxrec._io.index module" in out
+    assert "_index.py" not in out

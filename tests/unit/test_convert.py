@@ -170,6 +170,20 @@ def test_tfrecords_reshard_recompress_and_shuffle(tmp_path):
     assert sorted(jr.read_records(str(tmp_path / "s" / "train-*"))) == sorted(recs)
 
 
+def test_shuffling_compressed_tfrecords_is_refused_before_writing(tmp_path):
+    with jr.TFRecordWriter(tmp_path / "in.tfrecord.zlib", "ZLIB") as w:
+        w.write_many([jr.encode_example({"i": i}) for i in range(3)])
+    source = open_source([str(tmp_path / "in.tfrecord.zlib")])
+    assert source.cannot_shuffle.startswith(f"{tmp_path / 'in.tfrecord.zlib'} is compressed")
+    with pytest.raises(ValueError, match="--shuffle reads TFRecords at random"):
+        convert(source, tmp_path / "x", shuffle=True)
+    assert not (tmp_path / "x").exists()  # refused before the folder or any shard was made
+    plain = tmp_path / "in.tfrecord"
+    with jr.TFRecordWriter(plain) as w:
+        w.write(jr.encode_example({"i": 0}))
+    assert open_source([str(plain)]).cannot_shuffle is None
+
+
 def test_existing_shards_and_failures_leave_nothing_behind(tmp_path):
     np.savez(tmp_path / "d.npz", i=np.arange(5))
     convert(open_source([str(tmp_path / "d.npz")]), tmp_path / "o")

@@ -15,14 +15,15 @@ from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
+from jaxrec._example.probe import RecordProbe
 from jaxrec._example.proto import SequenceExample
 from jaxrec._io.paths import expand_paths
 from jaxrec._io.records import open_reader
 
 __all__ = ["FeatureStats", "Schema", "infer_schema", "is_example", "sniff_bytes"]
 
-_LISTS = ("bytes_list", "float_list", "int64_list")
 _INT32 = (-(1 << 31), (1 << 31) - 1)
+_MAX_REASONS = 3
 _MAGIC = (
     (b"\xff\xd8\xff", "jpeg"),
     (b"\x89PNG\r\n\x1a\n", "png"),
@@ -56,7 +57,8 @@ class FeatureStats:
 
     name: str
     present: int = 0  #: records holding it with a list type set
-    kindless: int = 0  #: records holding it with no list type set (TensorFlow: missing)
+    #: records holding it with no list type set: missing in an Example, 0 values in a context
+    kindless: int = 0
     kinds: Counter = dataclasses.field(default_factory=Counter)  #: list type -> Features seen
     min_count: int | None = None
     max_count: int | None = None
@@ -70,7 +72,11 @@ class FeatureStats:
     max_steps: int | None = None
 
     def add_feature(self, feature: Any) -> bool:
-        """Counts one ``tf.train.Feature``; returns whether it had a list type set."""
+        """Counts one ``tf.train.Feature``; returns whether it had a list type set.
+
+        A Feature with no list type set counts in ``kinds["none"]`` only: whether it is missing
+        or holds 0 values depends on the parser (see :meth:`Schema._suggest`).
+        """
         kind = feature.WhichOneof("kind")
         if kind is None:
             self.kinds["none"] += 1
@@ -78,8 +84,7 @@ class FeatureStats:
         self.kinds[kind] += 1
         values = getattr(feature, kind).value
         n = len(values)
-        self.min_count = n if self.min_count is None else min(self.min_count, n)
-        self.max_count = n if self.max_count is None else max(self.max_count, n)
+        self.add_count(n)
         if not n:
             return True
         if kind == "int64_list":
@@ -95,6 +100,11 @@ class FeatureStats:
             self.bytes_max = hi if self.bytes_max is None else max(self.bytes_max, hi)
             self.content[sniff_bytes(values[0][:256])] += 1
         return True
+
+    def add_count(self, n: int) -> None:
+        """Counts a list of ``n`` values."""
+        self.min_count = n if self.min_count is None else min(self.min_count, n)
+        self.max_count = n if self.max_count is None else max(self.max_count, n)
 
     def add_steps(self, steps: int) -> None:
         """Counts the number of steps of one feature list."""
@@ -171,8 +181,34 @@ class Schema:
     scanned: int = 0  #: records looked at
     complete: bool = False  #: whether every record of every file was scanned
     not_examples: int = 0  #: records that do not parse as tf.train.Example/SequenceExample
+    #: where and why, for the first few of them: ``"path, record 3, byte offset 156: why"``
+    not_example_reasons: list[str] = dataclasses.field(default_factory=list)
+    crc_checked: int = 0  #: records whose CRCs were checked (all those scanned)
     features: dict[str, FeatureStats] = dataclasses.field(default_factory=dict)
     feature_lists: dict[str, FeatureStats] = dataclasses.field(default_factory=dict)
+
+    def add(self, msg: Any) -> None:
+        """Counts the features of one record (a ``SequenceExample`` message; Examples too)."""
+        for name, feature in msg.context.feature.items():
+            s = self.features.get(name) or self.features.setdefault(name, FeatureStats(name))
+            if s.add_feature(feature):
+                s.present += 1
+            else:
+                s.kindless += 1
+        for name, flist in msg.feature_lists.feature_list.items():
+            s = self.feature_lists.get(name) or self.feature_lists.setdefault(
+                name, FeatureStats(name)
+            )
+            s.present += 1
+            s.add_steps(len(flist.feature))
+            for step in flist.feature:
+                if not s.add_feature(step):
+                    s.add_count(0)  # a kind-less step holds 0 values
+
+    @property
+    def examples(self) -> int:
+        """Records scanned that are Examples or SequenceExamples (what the statistics count)."""
+        return self.scanned - self.not_examples
 
     @property
     def kind(self) -> str:
@@ -186,10 +222,12 @@ class Schema:
             "records_scanned": self.scanned,
             "complete": self.complete,
             "kind": self.kind,
+            "crc_checked": self.crc_checked,
             "not_examples": self.not_examples,
-            "features": {n: s.to_dict(self.scanned) for n, s in sorted(self.features.items())},
+            "not_example_reasons": self.not_example_reasons,
+            "features": {n: s.to_dict(self.examples) for n, s in sorted(self.features.items())},
             "feature_lists": {
-                n: s.to_dict(self.scanned) for n, s in sorted(self.feature_lists.items())
+                n: s.to_dict(self.examples) for n, s in sorted(self.feature_lists.items())
             },
         }
 
@@ -208,30 +246,47 @@ class Schema:
         return "np.int32" if fits else "np.int64"
 
     def _suggest(self, s: FeatureStats, *, in_list: bool) -> tuple[str | None, str]:
-        """``(spec expression or None, comment)`` for one feature or feature list."""
+        """``(spec expression or None, comment)`` for one feature or feature list.
+
+        What is proposed parses every record scanned, under the rules of the parser that will
+        read it (``src/example.rs``, pinned by the golden files): a Feature with no list type
+        set is *missing* in an Example (so a FixedLenFeature's default fills it) but holds *0
+        values* in a SequenceExample's context (so only a VarLenFeature, or a FixedLenFeature of
+        0 values, reads it), and is a step of 0 values in a feature list (so only a
+        VarLenFeature reads it: a FixedLenSequenceFeature step holds at least one value).
+        """
         dtype = self._dtype(s)
         if dtype is None:
             return None, s.summary()
-        missing = self.scanned - s.present
         if not s.name:
             return None, "an empty feature name cannot be parsed"
+        # Feature lists count kind-less steps as 0 values already (infer_schema).
+        lo, hi = s.min_count, s.max_count
+        empty = not in_list and self.kind == "SequenceExample" and s.kindless > 0
+        if empty:  # kind-less context Features: present with 0 values
+            lo = 0
+        missing = self.examples - s.present - (s.kindless if empty else 0)
         if in_list:
-            if s.max_steps is None or s.max_count is None:
+            if s.max_steps is None or hi is None:
                 return None, "no steps with values seen"
             steps = f"max_len={_round_len(s.max_steps)}"
             allow = ", allow_missing=True" if missing else ""
-            if s.min_count == s.max_count:
-                shape = "[]" if s.max_count == 1 else f"[{s.max_count}]"
+            if lo == hi and hi > 0:
+                shape = "[]" if hi == 1 else f"[{hi}]"
                 return f"jr.FixedLenSequenceFeature({shape}, {dtype}{allow}, {steps})", s.summary()
             return f"jr.VarLenFeature({dtype})", s.summary()
-        note = s.summary() + (f"; missing in {missing} of {self.scanned}" if missing else "")
-        if s.min_count == s.max_count and s.max_count is not None:
-            shape = "[]" if s.max_count == 1 else f"[{s.max_count}]"
+        note = s.summary()
+        if missing:
+            note += f"; missing in {missing} of {self.examples}"
+        if empty:
+            note += f"; no list set in {s.kindless} (0 values)"
+        if lo == hi and hi is not None:
+            shape = "[]" if hi == 1 else f"[{hi}]"
             default = ""
             if missing:
                 default = ", default_value=" + {"bytes": 'b""', "np.float32": "0.0"}.get(dtype, "0")
             return f"jr.FixedLenFeature({shape}, {dtype}{default})", note
-        return f"jr.VarLenFeature({dtype}, max_len={_round_len(s.max_count or 0)})", note
+        return f"jr.VarLenFeature({dtype}, max_len={_round_len(hi or 0)})", note
 
     def _block(self, var: str, stats: Mapping[str, FeatureStats], *, in_list: bool) -> list[str]:
         lines = [f"{var} = {{"]
@@ -278,10 +333,14 @@ class Schema:
                 "(not all of them).",
                 "# Unscanned records may hold longer lists: raise max_len, or add truncate=True.",
             ]
+        if self.crc_checked:
+            head.append(f"# CRCs checked on {self.crc_checked:,} records.")
         if self.not_examples:
             head.append(
-                f"# {self.not_examples} of {self.scanned} records are not tf.train.Examples."
+                f"# {self.not_examples} of {self.scanned} records are not tf.train.Examples "
+                "(left out of the schema):"
             )
+            head += [f"#   {why}" for why in self.not_example_reasons]
         head += ["import numpy as np", "", "import jaxrec as jr", ""]
         if self.kind == "Example":
             body = self._block("spec", self.features, in_list=False)
@@ -314,29 +373,36 @@ def is_example(record: bytes, msg: Any) -> bool:
     return not record or msg.HasField("context") or msg.HasField("feature_lists")
 
 
-def _sample(paths: list[str], limit: int | None) -> Iterator[tuple[bytes | None, bool]]:
-    """Yields records spread over the files (up to ``limit`` in all), then ``(None, complete)``."""
+def _sample(paths: list[str], limit: int | None, done: list[bool]) -> Iterator[Any]:
+    """Yields chunks of records spread over the files (up to ``limit`` in all), CRCs checked.
+
+    At the end, ``done[0]`` says whether every record of every file was read.
+    """
     per_file = None if not limit else max(1, -(-limit // max(1, len(paths))))
     complete = True
     for path in paths:
-        reader = open_reader(path, verify=False)
+        reader = open_reader(path, verify=True)
         taken = 0
         while per_file is None or taken < per_file:
             want = (1 << 62) if per_file is None else per_file - taken
-            chunk = reader.read_chunk(want, 4 << 20)
+            chunk = reader.read_chunk(min(want, 4096), 4 << 20)
             if chunk is None:
                 break
             taken += len(chunk)
-            for i in range(len(chunk)):
-                yield chunk[i], False
+            yield chunk
         else:
             if reader.read_chunk(1, 1 << 16) is not None:
                 complete = False
-    yield None, complete
+    done[0] = complete
 
 
 def infer_schema(paths: str | Iterable[str], limit: int | None = 10_000) -> Schema:
     """Scans records and describes their features.
+
+    Every record scanned has its CRCs checked. A record that is not an Example or
+    SequenceExample as TensorFlow's parser reads it (protobuf alone reads more) is counted in
+    ``not_examples`` and does not shape the schema; ``not_example_reasons`` says why for the
+    first few.
 
     Args:
         paths: TFRecord files or globs.
@@ -347,7 +413,7 @@ def infer_schema(paths: str | Iterable[str], limit: int | None = 10_000) -> Sche
         A :class:`Schema`; ``schema.spec_code()`` gives spec code to paste.
 
     Raises:
-        CorruptRecordError: a record's framing is broken.
+        CorruptRecordError: a record's framing is broken, or its data CRC does not match.
         OSError: a file cannot be read.
 
     Example:
@@ -355,32 +421,30 @@ def infer_schema(paths: str | Iterable[str], limit: int | None = 10_000) -> Sche
     """
     files = expand_paths(paths)
     schema = Schema(files=files)
-    for record, complete in _sample(files, limit):
-        if record is None:
-            schema.complete = complete
-            break
-        schema.scanned += 1
-        try:
-            msg = SequenceExample.FromString(record)
-        except Exception:  # protobuf's DecodeError, whichever backend
-            schema.not_examples += 1
-            continue
-        if not is_example(record, msg):
-            schema.not_examples += 1
-            continue
-        ctx, lists = msg.context.feature, msg.feature_lists.feature_list
-        for name, feature in ctx.items():
-            s = schema.features.get(name) or schema.features.setdefault(name, FeatureStats(name))
-            if s.add_feature(feature):
-                s.present += 1
+    probe = RecordProbe()
+    done = [False]
+    for chunk in _sample(files, limit, done):
+        records = chunk.to_list()
+        msgs: list[Any] = []
+        for record in records:
+            try:
+                msg = SequenceExample.FromString(record)
+            except Exception:  # protobuf's DecodeError, whichever backend
+                msg = None
+            msgs.append(msg if msg is not None and is_example(record, msg) else None)
+        refused = probe.refused(records, msgs)
+        schema.scanned += len(records)
+        schema.crc_checked += len(records)
+        for i, msg in enumerate(msgs):
+            if msg is None or i in refused:
+                schema.not_examples += 1
+                if len(schema.not_example_reasons) < _MAX_REASONS:
+                    why = refused.get(i, "not a tf.train.Example or SequenceExample")
+                    schema.not_example_reasons.append(
+                        f"{chunk.path}, record {int(chunk.indices[i])}, "
+                        f"byte offset {int(chunk.file_offsets[i])}: {why}"
+                    )
             else:
-                s.kindless += 1
-        for name, flist in lists.items():
-            s = schema.feature_lists.get(name) or schema.feature_lists.setdefault(
-                name, FeatureStats(name)
-            )
-            s.present += 1
-            s.add_steps(len(flist.feature))
-            for step in flist.feature:
-                s.add_feature(step)
+                schema.add(msg)
+    schema.complete = done[0]
     return schema

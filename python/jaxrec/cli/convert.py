@@ -66,7 +66,8 @@ class Source:
     """An opened source: how many records, what features, and the records themselves.
 
     ``batches(order)`` yields lists of serialized records, in ``order`` (an array of record
-    numbers) or in source order when ``order`` is None.
+    numbers) or in source order when ``order`` is None; ``cannot_shuffle`` says why a source
+    cannot be read in another order, when it cannot.
     """
 
     kind: str
@@ -75,6 +76,7 @@ class Source:
     features: dict[str, Any]
     batches: Callable[[np.ndarray | None], Iterator[list[bytes]]]
     info: dict[str, Any] = dataclasses.field(default_factory=dict)
+    cannot_shuffle: str | None = None
 
 
 def _guess_kind(inputs: Sequence[str]) -> str:
@@ -215,23 +217,26 @@ def _table(kind: str, inputs: list[str]) -> Source:
 
 
 def _tfrecords(inputs: list[str]) -> Source:
+    from jaxrec._io.index import RandomAccessReader, compression_of
+
     files = expand_paths(inputs)
     counts = [sum(len(c) for c in read_chunks(f, verify=False)) for f in files]
     n = sum(counts)
+    compressed = [f for f in files if compression_of(f)]
+    cannot_shuffle = None
+    if compressed:
+        cannot_shuffle = (
+            f"{compressed[0]} is compressed: --shuffle reads TFRecords at random, which needs "
+            "uncompressed inputs; convert without --shuffle first, then shuffle that"
+        )
 
     def batches(order: np.ndarray | None) -> Iterator[list[bytes]]:
         if order is None:
             for chunk in read_chunks(files, max_records=_BATCH):
                 yield chunk.to_list()
             return
-        from jaxrec._io.index import RandomAccessReader, compression_of
-
-        compressed = [f for f in files if compression_of(f)]
-        if compressed:
-            raise ValueError(
-                f"{compressed[0]} is compressed: --shuffle reads TFRecords at random, which needs "
-                "uncompressed inputs; convert without --shuffle first, then shuffle that"
-            )
+        if cannot_shuffle:
+            raise ValueError(cannot_shuffle)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)  # building the indexes is expected here
             reader = RandomAccessReader(files)
@@ -239,7 +244,7 @@ def _tfrecords(inputs: list[str]) -> Source:
             for s in range(0, n, _BATCH):
                 yield reader.read_many(order[s : s + _BATCH].tolist())
 
-    return Source("tfrecord", files, n, {}, batches, {"records_per_file": counts})
+    return Source("tfrecord", files, n, {}, batches, {"records_per_file": counts}, cannot_shuffle)
 
 
 def open_source(inputs: Sequence[str], kind: str = "auto", *, workers: int = 4) -> Source:
@@ -317,9 +322,13 @@ def convert(
     Raises:
         FileExistsError: a shard or the manifest exists and ``overwrite`` is False.
         EncodeError: a value cannot be stored in a tf.train.Feature.
+        ValueError: ``num_shards`` < 1, or ``shuffle`` for a source that cannot be shuffled
+            (compressed TFRecords), before anything is written.
     """
     if num_shards < 1:
         raise ValueError(f"num_shards must be >= 1, got {num_shards}")
+    if shuffle and source.cannot_shuffle:
+        raise ValueError(source.cannot_shuffle)
     comp = _compression(compression)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -420,13 +429,16 @@ def run(args: argparse.Namespace) -> int:
     """Writes the shards and prints them (or the manifest); returns the exit status.
 
     Raises:
-        UsageError: the inputs do not fit the source kind, pyarrow is missing, or shards exist
-            and ``--overwrite`` was not given.
+        UsageError: the inputs do not fit the source kind, pyarrow is missing, ``--shuffle``
+            was given for compressed TFRecords, or shards exist and ``--overwrite`` was not
+            given.
     """
     try:
         source = open_source(args.inputs, args.source, workers=args.workers)
     except (ValueError, ImportError) as e:
         raise UsageError(str(e)) from e
+    if args.shuffle and source.cannot_shuffle:
+        raise UsageError(source.cannot_shuffle)
     with progress(args, f"writing {args.num_shards} shards", source.num_records) as advance:
         try:
             manifest = convert(

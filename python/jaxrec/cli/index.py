@@ -39,7 +39,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "index",
         "write a record index beside each file (for random access)",
         "Write each file's record index (the offset of every record; the format is documented "
-        "in jaxrec/_index.py) as <file>.idx, or into --index-dir. Up-to-date indexes are kept.",
+        "in the jaxrec._io.index module) as <file>.idx, or into --index-dir. Up-to-date indexes "
+        "are kept.",
     )
     add_files(p)
     p.add_argument(

@@ -12,6 +12,7 @@ from typing import Any
 
 from jaxrec._example.schema import Schema, infer_schema
 from jaxrec.cli._common import (
+    EXIT_BAD_DATA,
     EXIT_OK,
     add_command,
     add_files,
@@ -19,7 +20,9 @@ from jaxrec.cli._common import (
     emit_json,
     input_files,
     make_table,
+    plural,
 )
+from jaxrec.errors import CorruptRecordError
 
 __all__ = ["add_parser", "run"]
 
@@ -32,7 +35,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "infer the schema: features, types, value counts, missing rates",
         "Scan records and describe every feature: its list type, how many values it holds "
         "(min/max/fixed), how often it is missing, value ranges; Example or SequenceExample. "
-        "--spec prints spec code ready to paste.",
+        "--spec prints spec code ready to paste. Every record scanned has its CRCs checked: a "
+        "bad one is reported with its file, record and byte offset, and the exit status is 1.",
     )
     add_files(p)
     mode = p.add_mutually_exclusive_group()
@@ -48,9 +52,27 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Scans up to ``--limit`` records and prints the schema; returns the exit status."""
+    """Scans up to ``--limit`` records and prints the schema; returns the exit status.
+
+    Every record scanned has its CRCs checked. A record whose framing or CRC is bad stops the
+    scan: it is reported (file, record, byte offset) on stderr, nothing is printed on stdout
+    (no schema from damaged data), and the exit status is 1, as ``jaxrec verify`` gives.
+    """
     files = input_files(args.files)
-    schema = infer_schema(files, limit=args.limit)
+    try:
+        schema = infer_schema(files, limit=args.limit)
+    except CorruptRecordError as e:
+        where = [f"record {e.record_index}"] if e.record_index is not None else []
+        if e.byte_offset is not None:
+            where.append(f"byte offset {e.byte_offset}")
+        what = f"{', '.join(where)}: {e.detail}" if where else e.detail
+        print(
+            f"BAD {e.path}: {what}\n"
+            "jaxrec inspect: no schema from damaged records; `jaxrec verify FILE ...` lists "
+            "every bad record",
+            file=sys.stderr,
+        )
+        return EXIT_BAD_DATA
     if args.spec:
         sys.stdout.write(schema.spec_code())
     elif args.json:
@@ -65,10 +87,17 @@ def _print_schema(schema: Schema) -> None:
     scope = "all" if schema.complete else "a sample, not all"
     con.print(
         f"{schema.kind} · {schema.scanned:,} records scanned ({scope}) · {len(schema.files)} "
-        f"file{'s' if len(schema.files) != 1 else ''}"
+        f"file{'s' if len(schema.files) != 1 else ''} · CRCs checked on "
+        f"{schema.crc_checked:,} records"
     )
     if schema.not_examples:
-        con.print(f"{schema.not_examples:,} records are not tf.train.Examples")
+        n = schema.not_examples
+        con.print(
+            f"{plural(n, 'record')} {'is not a' if n == 1 else 'are not'} "
+            f"tf.train.Example{'' if n == 1 else 's'} (left out of the schema), e.g.:"
+        )
+        for why in schema.not_example_reasons:
+            con.print(f"  {why}", markup=False)
     suggestions = schema.suggestions()
     for title, stats, in_list in (
         ("features" if schema.kind == "Example" else "context", schema.features, False),
@@ -80,10 +109,10 @@ def _print_schema(schema: Schema) -> None:
         table = make_table(*cols, "details", "spec", right=("values", "missing", "steps"))
         table.title, table.title_justify = title, "left"
         for name, s in sorted(stats.items()):
-            d = s.to_dict(schema.scanned)
+            d = s.to_dict(schema.examples)
             vals = d["values"]
             count = "-" if vals["min"] is None else _span(vals["min"], vals["max"])
-            missing = f"{d['missing'] / max(1, schema.scanned):.0%}" if d["missing"] else "0"
+            missing = f"{d['missing'] / max(1, schema.examples):.0%}" if d["missing"] else "0"
             details = []
             if "range" in d:
                 details.append(f"{d['range'][0]}..{d['range'][1]}")

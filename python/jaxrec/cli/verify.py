@@ -1,9 +1,10 @@
-"""``jaxrec verify``: check every record's CRCs and that it parses.
+"""``jaxrec verify``: check every record's framing and CRCs, and with ``--spec`` that it parses.
 
-Records are framed with every CRC checked, skipping past bad ones, then parsed as
-tf.train.Examples (or against ``--spec``); a chunk that fails to parse is parsed again record by
-record to find each bad one. Every bad record is reported with its file, record index and byte
-offset, and the exit status is 1 if there is any.
+Records are framed with every CRC checked, skipping past bad ones. A TFRecord file may hold any
+records (Examples, ranking data such as ELWC, plain bytes), so without ``--spec`` that is all;
+with ``--spec`` each record must also parse against it (a chunk that fails to parse is parsed
+again record by record to find each bad one). Every bad record is reported with its file,
+record index and byte offset, and the exit status is 1 if there is any.
 """
 
 from __future__ import annotations
@@ -44,20 +45,25 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p = add_command(
         subparsers,
         "verify",
-        "check every CRC and that every record parses",
-        "Check every record's CRCs and that it parses as a tf.train.Example (or against "
-        "--spec). Each bad record is reported with its file, record index and byte offset; the "
-        "exit status is 1 if any record is bad.",
+        "check every record's framing and CRCs (and, with --spec, that it parses)",
+        "Check every record's framing and CRCs; records may hold anything (Examples, ranking "
+        "data, plain bytes). With --spec, also check that every record parses against it. Each "
+        "bad record is reported with its file, record index and byte offset; the exit status is "
+        "1 if any record is bad.",
     )
     add_files(p)
     p.add_argument(
         "--spec",
         metavar="SPEC",
-        help="parse against this spec: a .py file defining `spec` (or "
+        help="also parse every record against this spec: a .py file defining `spec` (or "
         "`context_spec`/`sequence_spec`), e.g. from `jaxrec inspect --spec`, or "
-        "module:attribute",
+        "module:attribute; `spec = {}` checks that every record is a tf.train.Example",
     )
-    p.add_argument("--no-parse", action="store_true", help="check the framing and CRCs only")
+    p.add_argument(
+        "--no-parse",
+        action="store_true",
+        help="check the framing and CRCs only, even with --spec (the default without it)",
+    )
     p.add_argument(
         "--max-errors",
         type=int,
@@ -72,9 +78,8 @@ def run(args: argparse.Namespace) -> int:
     """Checks every file (in parallel) and reports the bad records; returns the exit status."""
     files = input_files(args.files)
     parse = None
-    if not args.no_parse:
-        spec, seq = load_spec(args.spec) if args.spec else ({}, None)
-        parse = parse_function(spec, seq)
+    if args.spec and not args.no_parse:
+        parse = parse_function(*load_spec(args.spec))
     results = map_files(args, lambda p, adv: _verify_file(p, adv, parse), files, "verifying")
     bad = sum(r["bad_records"] for r in results)
     total = sum(r["records"] for r in results)
@@ -97,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
         )
     con = console()
     con.print(table)
-    what = "CRCs" if parse is None else "CRCs and " + ("spec" if args.spec else "Example parsing")
+    what = "CRCs" if parse is None else "CRCs and spec"
     verdict = "all good" if bad == 0 else plural(bad, "bad record")
     con.print(
         f"{plural(len(files), 'file')}, {plural(total, 'record')} ({what} checked): {verdict}"
