@@ -4,7 +4,10 @@
 
 use rustc_hash::FxHashMap;
 
+use crate::decode::spec::{DecoderConfig, Dim, ShapeFrom, Transform};
+use crate::dtype::OutDType;
 use crate::error::{Error, Result};
+use crate::wire::Wire;
 
 /// How a feature's values map to rows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -15,93 +18,6 @@ pub enum Kind {
     Var,
     /// `FixedLenSequenceFeature`: steps of `n` values, padded to `max_len` steps.
     Sequence,
-}
-
-/// Which list of `tf.train.Feature`'s oneof holds the values (field numbers 1, 2, 3).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Wire {
-    /// `bytes_list = 1`.
-    Bytes,
-    /// `float_list = 2`.
-    Float,
-    /// `int64_list = 3`.
-    Int64,
-}
-
-impl Wire {
-    /// The name of the list in tf.train.Feature.
-    pub fn name(self) -> &'static str {
-        match self {
-            Wire::Bytes => "bytes_list",
-            Wire::Float => "float_list",
-            Wire::Int64 => "int64_list",
-        }
-    }
-}
-
-/// The output dtype of a feature (numpy's names in comments).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum OutDType {
-    /// int8
-    I8,
-    /// int16
-    I16,
-    /// int32
-    I32,
-    /// int64
-    I64,
-    /// uint8
-    U8,
-    /// uint16
-    U16,
-    /// uint32
-    U32,
-    /// uint64
-    U64,
-    /// bool (values must be 0 or 1)
-    Bool,
-    /// float16
-    F16,
-    /// bfloat16
-    BF16,
-    /// float32
-    F32,
-    /// float64
-    F64,
-    /// bytes (numpy object array of Python bytes)
-    Bytes,
-}
-
-impl OutDType {
-    /// Parses the codes `jaxrec/_spec.py` uses.
-    pub fn from_code(code: &str) -> Result<Self> {
-        Ok(match code {
-            "i1" => OutDType::I8,
-            "i2" => OutDType::I16,
-            "i4" => OutDType::I32,
-            "i8" => OutDType::I64,
-            "u1" => OutDType::U8,
-            "u2" => OutDType::U16,
-            "u4" => OutDType::U32,
-            "u8" => OutDType::U64,
-            "b1" => OutDType::Bool,
-            "f2" => OutDType::F16,
-            "bf2" => OutDType::BF16,
-            "f4" => OutDType::F32,
-            "f8" => OutDType::F64,
-            "bytes" => OutDType::Bytes,
-            other => return Err(Error::Spec(format!("unknown dtype code {other:?}"))),
-        })
-    }
-
-    /// The list a value of this dtype is read from.
-    pub fn wire(self) -> Wire {
-        match self {
-            OutDType::Bytes => Wire::Bytes,
-            OutDType::F16 | OutDType::BF16 | OutDType::F32 | OutDType::F64 => Wire::Float,
-            _ => Wire::Int64,
-        }
-    }
 }
 
 /// Default (FixedLen) or padding (Var/Sequence) values, flat.
@@ -143,104 +59,6 @@ impl FeatureConfig {
     pub fn wire(&self) -> Wire {
         self.dtype.wire()
     }
-}
-
-/// One dimension of the shape a bytes feature is decoded to (see [`crate::decode`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Dim {
-    /// Exactly this many.
-    Fixed(usize),
-    /// Whatever the byte count implies (`-1` in a reshape); at most one per shape.
-    Infer,
-    /// Any size (a serialized tensor's own shape says); padded in the output.
-    Any,
-    /// The single int64 value of another feature of the same record (e.g. `height`).
-    Feature {
-        /// That feature's name.
-        name: String,
-        /// Its slot in the record scan, set by [`CompiledSpec::with_decoders`].
-        slot: usize,
-    },
-}
-
-/// Where a raw tensor's shape comes from.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ShapeFrom {
-    /// One [`Dim`] per axis.
-    Dims(Vec<Dim>),
-    /// Another feature holding the whole shape: an int64_list of `ndim` values, or one bytes
-    /// value of `ndim` little-endian int32s (`np.array(shape, np.int32).tobytes()`).
-    Feature {
-        /// That feature's name.
-        name: String,
-        /// Its slot in the record scan, set by [`CompiledSpec::with_decoders`].
-        slot: usize,
-        /// Number of axes.
-        ndim: usize,
-    },
-}
-
-impl ShapeFrom {
-    /// Number of axes of the decoded tensor.
-    pub fn ndim(&self) -> usize {
-        match self {
-            ShapeFrom::Dims(d) => d.len(),
-            ShapeFrom::Feature { ndim, .. } => *ndim,
-        }
-    }
-
-    /// True when every axis has a size known from the spec alone.
-    pub fn is_static(&self) -> bool {
-        match self {
-            ShapeFrom::Dims(d) => d.iter().all(|d| matches!(d, Dim::Fixed(_))),
-            ShapeFrom::Feature { .. } => false,
-        }
-    }
-}
-
-/// `np.frombuffer(value, dtype).reshape(shape)` of a bytes feature (`tf.io.decode_raw`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RawSpec {
-    /// Element type (any numeric dtype or bool; not bytes).
-    pub dtype: OutDType,
-    /// The shape, fixed or from other features.
-    pub shape: ShapeFrom,
-    /// Pad every row to this shape; `None` pads to the batch's largest (when not static).
-    pub max_shape: Option<Vec<usize>>,
-    /// Byte order of the stored elements.
-    pub little_endian: bool,
-}
-
-/// A serialized `TensorProto` (`tf.io.serialize_tensor` / `tf.io.parse_tensor`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TensorSpec {
-    /// The dtype the proto must hold (bytes for `tf.string`).
-    pub dtype: OutDType,
-    /// The expected shape: `Fixed` or `Any` per axis.
-    pub shape: Vec<Dim>,
-    /// Pad every row to this shape; `None` pads to the batch's largest (when not static).
-    pub max_shape: Option<Vec<usize>>,
-}
-
-/// What a bytes feature is decoded to after parsing.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Transform {
-    /// JPEG/PNG to a fixed-shape image ([`crate::image`]).
-    Image(crate::image::ImageSpec),
-    /// Raw bytes to a numeric tensor.
-    Raw(RawSpec),
-    /// A serialized TensorProto.
-    Tensor(TensorSpec),
-}
-
-/// A [`Transform`] attached to one feature of a spec.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DecoderConfig {
-    /// The decoding to do.
-    pub transform: Transform,
-    /// A row whose bytes do not decode (missing, corrupt, wrong size) gets zeros and a `false`
-    /// valid flag instead of failing the batch.
-    pub skip_errors: bool,
 }
 
 /// A validated list of features plus a name → slot table.

@@ -8,7 +8,7 @@ use std::path::Path;
 use flate2::read::{MultiGzDecoder, ZlibDecoder};
 use flate2::write::{GzEncoder, ZlibEncoder};
 
-use crate::crc::masked_crc32c;
+use super::crc::masked_crc32c;
 use crate::error::{Error, Result};
 
 /// How a TFRecord file is compressed.

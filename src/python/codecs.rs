@@ -1,0 +1,100 @@
+//! Single values from Python: images decoded and encoded, serialized tensors parsed.
+
+use numpy::{PyArray1, PyArrayMethods};
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::pybacked::PyBackedBytes;
+use pyo3::types::{PyBytes, PyTuple};
+
+use super::errors::{plain_error, to_pyerr};
+use super::parser::column_to_py;
+use crate::decode::image::{self, Format as ImageFormat};
+use crate::decode::tensor;
+use crate::dtype::OutDType;
+
+/// Decodes JPEG or PNG bytes to a `(height, width, channels)` uint8 array, GIL released.
+#[pyfunction]
+#[pyo3(signature = (data, channels=3, format="auto", max_pixels=1 << 26))]
+pub(super) fn decode_image<'py>(
+    py: Python<'py>,
+    data: PyBackedBytes,
+    channels: usize,
+    format: &str,
+    max_pixels: u64,
+) -> PyResult<Bound<'py, PyAny>> {
+    let format = match format {
+        "jpeg" => ImageFormat::Jpeg,
+        "png" => ImageFormat::Png,
+        "auto" => ImageFormat::Auto,
+        other => {
+            return Err(PyValueError::new_err(format!(
+                "unknown image format {other:?}"
+            )))
+        }
+    };
+    let img = py
+        .detach(|| image::decode(&data, format, channels, max_pixels))
+        .map_err(|e| plain_error(py, "ExampleParseError", e))?;
+    Ok(PyArray1::from_vec(py, img.pixels)
+        .reshape([img.height, img.width, img.channels])?
+        .into_any())
+}
+
+/// Encodes `height x width x channels` uint8 pixels as PNG (zlib `level` 0-9), GIL released.
+#[pyfunction]
+#[pyo3(signature = (pixels, height, width, channels, level=None))]
+pub(super) fn encode_png<'py>(
+    py: Python<'py>,
+    pixels: PyBackedBytes,
+    height: usize,
+    width: usize,
+    channels: usize,
+    level: Option<u8>,
+) -> PyResult<Bound<'py, PyBytes>> {
+    let out = py
+        .detach(|| image::encode_png(&pixels, height, width, channels, level))
+        .map_err(|e| plain_error(py, "EncodeError", e))?;
+    Ok(PyBytes::new(py, &out))
+}
+
+/// Encodes `height x width x channels` uint8 pixels as baseline JPEG, GIL released.
+#[pyfunction]
+#[pyo3(signature = (pixels, height, width, channels, quality=95, chroma_downsampling=true))]
+pub(super) fn encode_jpeg<'py>(
+    py: Python<'py>,
+    pixels: PyBackedBytes,
+    height: usize,
+    width: usize,
+    channels: usize,
+    quality: u8,
+    chroma_downsampling: bool,
+) -> PyResult<Bound<'py, PyBytes>> {
+    let out = py
+        .detach(|| {
+            image::encode_jpeg(
+                &pixels,
+                height,
+                width,
+                channels,
+                quality,
+                chroma_downsampling,
+            )
+        })
+        .map_err(|e| plain_error(py, "EncodeError", e))?;
+    Ok(PyBytes::new(py, &out))
+}
+
+/// Decodes a serialized TensorProto holding `dtype` (a spec dtype code). Returns
+/// `(values [1, *shape], view_dtype)` like a parsed column.
+#[pyfunction]
+pub(super) fn parse_tensor<'py>(
+    py: Python<'py>,
+    data: PyBackedBytes,
+    dtype: &str,
+) -> PyResult<Bound<'py, PyTuple>> {
+    let dtype = OutDType::from_code(dtype).map_err(|e| to_pyerr(py, e))?;
+    let col = py
+        .detach(|| tensor::parse_tensor(&data, dtype))
+        .map_err(|e| plain_error(py, "ExampleParseError", e))?;
+    column_to_py(py, col)
+}
