@@ -57,7 +57,7 @@ impl OutDType {
             "f4" => OutDType::F32,
             "f8" => OutDType::F64,
             "bytes" => OutDType::Bytes,
-            other => return Err(Error::Spec(format!("unknown dtype code {other:?}"))),
+            other => return Err(Error::internal(format!("unknown dtype code {other:?}"))),
         })
     }
 

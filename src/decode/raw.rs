@@ -114,9 +114,7 @@ pub(super) fn raw_column<'a>(
     } else {
         let itemsize = spec.dtype.size();
         batch_shape(ndim, spec.max_shape.as_deref(), &shapes, itemsize).map_err(|e| match e {
-            RowError::Hard(m) | RowError::Row(m) => {
-                Error::Spec(format!("feature {:?}: {m}", rows.name()))
-            }
+            RowError::Hard(m) | RowError::Row(m) => Error::spec(Some(rows.name()), m),
         })?
     };
     let little = spec.little_endian;
@@ -150,7 +148,9 @@ pub(super) fn raw_column<'a>(
         OutDType::U64 => fill!(u64, ColumnData::U64),
         OutDType::F64 => fill!(f64, ColumnData::F64),
         OutDType::Bool => fill!(bool, ColumnData::Bool),
-        OutDType::Bytes => return Err(Error::Spec("raw bytes decode to a numeric dtype".into())),
+        OutDType::Bytes => {
+            return Err(Error::internal("raw bytes decode to a numeric dtype"));
+        }
     };
     let row_shapes = (!spec.shape.is_static()).then(|| flat_shapes(&shapes, ndim));
     let mut shape = vec![b];

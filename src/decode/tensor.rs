@@ -134,9 +134,7 @@ pub(super) fn tensor_column<'a>(
     } else {
         batch_shape(ndim, spec.max_shape.as_deref(), &shapes, spec.dtype.size()).map_err(|e| {
             match e {
-                RowError::Hard(m) | RowError::Row(m) => {
-                    Error::Spec(format!("feature {:?}: {m}", rows.name()))
-                }
+                RowError::Hard(m) | RowError::Row(m) => Error::spec(Some(rows.name()), m),
             }
         })?
     };
@@ -225,9 +223,9 @@ pub(super) fn tensor_column<'a>(
 
 /// Decodes one serialized TensorProto of `dtype` (`tf.io.parse_tensor`) into a one-row column
 /// of its own shape (`[1, *shape]`).
-pub fn parse_tensor(data: &[u8], dtype: OutDType) -> std::result::Result<Column<'_>, String> {
+pub fn parse_tensor(data: &[u8], dtype: OutDType) -> Result<Column<'_>> {
     let view = parse_tensor_proto(data).map_err(|e| match e {
-        RowError::Hard(m) | RowError::Row(m) => m,
+        RowError::Hard(m) | RowError::Row(m) => Error::decode(m),
     })?;
     let spec = TensorSpec {
         dtype,
@@ -235,9 +233,10 @@ pub fn parse_tensor(data: &[u8], dtype: OutDType) -> std::result::Result<Column<
         max_shape: Some(view.shape),
     };
     let rows = Rows::new("tensor", false, 1);
+    // A one-row batch: its errors name no record or feature, as the value stands alone.
     let mut col = tensor_column(&spec, vec![Ok(data)], rows).map_err(|e| match e {
-        Error::Parse { detail, .. } => detail,
-        other => other.to_string(),
+        Error::Parse { detail, .. } => Error::decode(detail),
+        other => other,
     })?;
     col.shapes = None;
     Ok(col)
@@ -259,7 +258,8 @@ mod tests {
         }
         assert!(parse_tensor(&proto, OutDType::F64)
             .unwrap_err()
-            .contains("type mismatch"));
+            .to_string()
+            .starts_with("type mismatch"));
         // A shape of 2^40 elements from one value is refused, not allocated.
         let mut dim = vec![0x08];
         wire::write_varint(&mut dim, 1 << 40);
@@ -269,6 +269,7 @@ mod tests {
         huge.extend_from_slice(&1f32.to_le_bytes());
         assert!(parse_tensor(&huge, OutDType::F32)
             .unwrap_err()
+            .to_string()
             .contains("limit"));
     }
 }

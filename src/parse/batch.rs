@@ -13,7 +13,7 @@ use super::spec::{CompiledSpec, Defaults, FeatureConfig, Kind};
 use crate::column::{Column, ColumnData};
 use crate::decode::{self, Inputs};
 use crate::dtype::OutDType;
-use crate::error::{Error, Result};
+use crate::error::{Error, Location, Result};
 
 /// A parsed batch: one column per feature of the spec(s), in spec order.
 #[derive(Debug)]
@@ -112,7 +112,7 @@ fn int_defaults<T: IntOut>(cfg: &FeatureConfig) -> Result<Vec<T>> {
             .iter()
             .map(|&x| {
                 T::from_i64(x).ok_or_else(|| {
-                    Error::Spec(format!(
+                    Error::internal(format!(
                         "feature {:?}: default {x} does not fit {}",
                         cfg.name,
                         T::NAME
@@ -235,7 +235,7 @@ pub fn parse_examples<'a>(records: &[&'a [u8]], spec: &'a CompiledSpec) -> Resul
     for (row, rec) in records.iter().enumerate() {
         slots.iter_mut().for_each(|x| *x = None);
         scan_record(rec, spec, &mut slots, None, &mut keys).map_err(|m| Error::Parse {
-            row,
+            loc: Location::row(row),
             feature: None,
             detail: format!("malformed tf.train.Example: {m}"),
         })?;
@@ -276,7 +276,7 @@ pub fn parse_sequence_examples<'a>(
             &mut keys,
         )
         .map_err(|m| Error::Parse {
-            row,
+            loc: Location::row(row),
             feature: None,
             detail: format!("malformed tf.train.SequenceExample: {m}"),
         })?;

@@ -93,19 +93,22 @@ impl CompiledSpec {
                 _ => false,
             };
             if !ok_defaults {
-                return Err(Error::Spec(format!(
+                return Err(Error::internal(format!(
                     "feature {:?}: default/padding values do not match its dtype or shape",
                     f.name
                 )));
             }
             if f.kind == Kind::Sequence && f.n == 0 {
-                return Err(Error::Spec(format!(
+                return Err(Error::internal(format!(
                     "feature {:?}: a sequence step must hold at least one value",
                     f.name
                 )));
             }
             if lookup.insert(f.name.as_bytes().into(), i).is_some() {
-                return Err(Error::Spec(format!("feature {:?} is listed twice", f.name)));
+                return Err(Error::internal(format!(
+                    "feature {:?} is listed twice",
+                    f.name
+                )));
             }
         }
         let decoders = vec![None; features.len()];
@@ -123,12 +126,12 @@ impl CompiledSpec {
     pub fn with_decoders(mut self, decoders: Vec<(usize, DecoderConfig)>) -> Result<Self> {
         for (i, mut dec) in decoders {
             let Some(f) = self.features.get(i) else {
-                return Err(Error::Spec(format!(
+                return Err(Error::internal(format!(
                     "decoder for feature #{i}, which does not exist"
                 )));
             };
             if f.kind != Kind::Fixed || f.dtype != OutDType::Bytes || f.n != 1 {
-                return Err(Error::Spec(format!(
+                return Err(Error::internal(format!(
                     "feature {:?}: only a scalar bytes feature can be decoded",
                     f.name
                 )));
@@ -137,14 +140,14 @@ impl CompiledSpec {
             match &mut dec.transform {
                 Transform::Raw(raw) => {
                     if raw.dtype == OutDType::Bytes {
-                        return Err(Error::Spec(format!(
+                        return Err(Error::internal(format!(
                             "feature {name:?}: raw bytes decode to a numeric dtype"
                         )));
                     }
                     match &mut raw.shape {
                         ShapeFrom::Dims(dims) => {
                             if dims.iter().filter(|d| **d == Dim::Infer).count() > 1 {
-                                return Err(Error::Spec(format!(
+                                return Err(Error::internal(format!(
                                     "feature {name:?}: at most one -1 in a shape"
                                 )));
                             }
@@ -163,7 +166,7 @@ impl CompiledSpec {
                         .iter()
                         .any(|d| !matches!(d, Dim::Fixed(_) | Dim::Any))
                     {
-                        return Err(Error::Spec(format!(
+                        return Err(Error::internal(format!(
                             "feature {name:?}: a tensor's dims are sizes or any"
                         )));
                     }
@@ -171,7 +174,7 @@ impl CompiledSpec {
                 }
                 Transform::Image(img) => {
                     if !matches!(img.channels, 1 | 3 | 4) || img.height == 0 || img.width == 0 {
-                        return Err(Error::Spec(format!("feature {name:?}: an image shape is (height > 0, width > 0, 1 | 3 | 4)")));
+                        return Err(Error::internal(format!("feature {name:?}: an image shape is (height > 0, width > 0, 1 | 3 | 4)")));
                     }
                 }
             }
@@ -217,7 +220,7 @@ impl CompiledSpec {
 
 fn check_max_shape(name: &str, ndim: usize, max_shape: Option<&[usize]>) -> Result<()> {
     match max_shape {
-        Some(m) if m.len() != ndim => Err(Error::Spec(format!(
+        Some(m) if m.len() != ndim => Err(Error::internal(format!(
             "feature {name:?}: max_shape has {} dims but the shape has {ndim}",
             m.len()
         ))),

@@ -6,7 +6,6 @@ use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
 use pyo3::types::{PyBytes, PyTuple};
 
-use super::errors::{plain_error, to_pyerr};
 use super::parser::column_to_py;
 use crate::decode::image::{self, Format as ImageFormat};
 use crate::decode::tensor;
@@ -32,9 +31,7 @@ pub(super) fn decode_image<'py>(
             )))
         }
     };
-    let img = py
-        .detach(|| image::decode(&data, format, channels, max_pixels))
-        .map_err(|e| plain_error(py, "ExampleParseError", e))?;
+    let img = py.detach(|| image::decode(&data, format, channels, max_pixels))?;
     Ok(PyArray1::from_vec(py, img.pixels)
         .reshape([img.height, img.width, img.channels])?
         .into_any())
@@ -51,9 +48,7 @@ pub(super) fn encode_png<'py>(
     channels: usize,
     level: Option<u8>,
 ) -> PyResult<Bound<'py, PyBytes>> {
-    let out = py
-        .detach(|| image::encode_png(&pixels, height, width, channels, level))
-        .map_err(|e| plain_error(py, "EncodeError", e))?;
+    let out = py.detach(|| image::encode_png(&pixels, height, width, channels, level))?;
     Ok(PyBytes::new(py, &out))
 }
 
@@ -69,18 +64,16 @@ pub(super) fn encode_jpeg<'py>(
     quality: u8,
     chroma_downsampling: bool,
 ) -> PyResult<Bound<'py, PyBytes>> {
-    let out = py
-        .detach(|| {
-            image::encode_jpeg(
-                &pixels,
-                height,
-                width,
-                channels,
-                quality,
-                chroma_downsampling,
-            )
-        })
-        .map_err(|e| plain_error(py, "EncodeError", e))?;
+    let out = py.detach(|| {
+        image::encode_jpeg(
+            &pixels,
+            height,
+            width,
+            channels,
+            quality,
+            chroma_downsampling,
+        )
+    })?;
     Ok(PyBytes::new(py, &out))
 }
 
@@ -92,9 +85,7 @@ pub(super) fn parse_tensor<'py>(
     data: PyBackedBytes,
     dtype: &str,
 ) -> PyResult<Bound<'py, PyTuple>> {
-    let dtype = OutDType::from_code(dtype).map_err(|e| to_pyerr(py, e))?;
-    let col = py
-        .detach(|| tensor::parse_tensor(&data, dtype))
-        .map_err(|e| plain_error(py, "ExampleParseError", e))?;
+    let dtype = OutDType::from_code(dtype)?;
+    let col = py.detach(|| tensor::parse_tensor(&data, dtype))?;
     column_to_py(py, col)
 }

@@ -1,72 +1,67 @@
-//! Errors across the boundary: [`Error`] to the classes of `jaxrec.errors`.
+//! Errors across the boundary: the one conversion of [`Error`] into the classes of
+//! `jaxrec/errors.py`, which are imported once here (`import_exception!`) and nowhere else.
 
-use pyo3::exceptions::PyOSError;
+use pyo3::exceptions::{PyOSError, PyRuntimeError};
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
 
 use crate::error::{Error, Location};
 
-/// Raises `jaxrec.errors.<class>(detail, **location)`.
-pub(super) fn located(
-    py: Python<'_>,
-    class: &str,
-    detail: String,
-    loc: &Location,
-    feature: Option<&str>,
-) -> PyErr {
-    let build = || -> PyResult<PyErr> {
-        let cls = py.import("jaxrec.errors")?.getattr(class)?;
-        let kwargs = PyDict::new(py);
-        kwargs.set_item("path", loc.path.as_deref())?;
-        kwargs.set_item("record_index", loc.record_index)?;
-        kwargs.set_item("byte_offset", loc.byte_offset)?;
-        kwargs.set_item("feature", feature)?;
-        Ok(PyErr::from_value(cls.call((detail,), Some(&kwargs))?))
-    };
-    build().unwrap_or_else(|e| e)
+pyo3::import_exception!(jaxrec.errors, CorruptRecordError);
+pyo3::import_exception!(jaxrec.errors, TruncatedRecordError);
+pyo3::import_exception!(jaxrec.errors, ExampleParseError);
+pyo3::import_exception!(jaxrec.errors, FeatureSpecError);
+pyo3::import_exception!(jaxrec.errors, EncodeError);
+
+/// `import_exception!` imports a class the first time it is raised, and panics if that import
+/// fails; importing `jaxrec.errors` when the module loads (where a failure is an ordinary
+/// `ImportError`) makes those later imports look-ups in `sys.modules`, which cannot fail.
+pub(super) fn preload(py: Python<'_>) -> PyResult<()> {
+    py.import("jaxrec.errors").map(drop)
 }
 
-/// Maps an [`Error`] to its `jaxrec.errors` class (OS errors stay `OSError`).
-pub(super) fn to_pyerr(py: Python<'_>, err: Error) -> PyErr {
-    match err {
-        Error::Corrupt { loc, detail } => located(py, "CorruptRecordError", detail, &loc, None),
-        Error::Truncated { loc, detail } => located(py, "TruncatedRecordError", detail, &loc, None),
-        Error::Parse {
-            row,
-            feature,
-            detail,
-        } => {
-            let loc = Location {
-                path: None,
-                record_index: Some(row as u64),
-                byte_offset: None,
-            };
-            located(py, "ExampleParseError", detail, &loc, feature.as_deref())
-        }
-        Error::Spec(detail) => {
-            let build = || -> PyResult<PyErr> {
-                let cls = py.import("jaxrec.errors")?.getattr("FeatureSpecError")?;
-                Ok(PyErr::from_value(cls.call1((detail.clone(),))?))
-            };
-            build().unwrap_or_else(|e| e)
-        }
-        Error::Io { path, source } => {
-            let errno = source.raw_os_error();
-            let msg = source.to_string();
-            match (errno, path) {
-                (Some(code), Some(p)) => PyOSError::new_err((code, msg, p)),
-                (_, Some(p)) => PyOSError::new_err(format!("{p}: {msg}")),
-                _ => PyOSError::new_err(msg),
+/// The arguments of a located error: `(detail, path, record_index, byte_offset, feature)`,
+/// positionally as `jaxrec.errors._LocatedError.__init__` takes them.
+type LocatedArgs = (
+    String,
+    Option<String>,
+    Option<u64>,
+    Option<u64>,
+    Option<String>,
+);
+
+fn located(detail: String, loc: Location, feature: Option<String>) -> LocatedArgs {
+    (detail, loc.path, loc.record_index, loc.byte_offset, feature)
+}
+
+impl From<Error> for PyErr {
+    fn from(err: Error) -> PyErr {
+        match err {
+            Error::Corrupt { loc, detail } => {
+                CorruptRecordError::new_err(located(detail, loc, None))
+            }
+            Error::Truncated { loc, detail } => {
+                TruncatedRecordError::new_err(located(detail, loc, None))
+            }
+            Error::Parse {
+                loc,
+                feature,
+                detail,
+            } => ExampleParseError::new_err(located(detail, loc, feature)),
+            Error::Encode { detail } => EncodeError::new_err(detail),
+            err @ Error::Spec { .. } => FeatureSpecError::new_err(err.to_string()),
+            err @ Error::Internal(_) => PyRuntimeError::new_err(format!(
+                "{err} (this is a bug in jaxrec; please report it)"
+            )),
+            Error::Io { path, source } => {
+                let errno = source.raw_os_error();
+                let msg = source.to_string();
+                match (errno, path) {
+                    // OSError(errno, strerror, filename) picks the subclass (FileNotFoundError…).
+                    (Some(code), Some(p)) => PyOSError::new_err((code, msg, p)),
+                    (_, Some(p)) => PyOSError::new_err(format!("{p}: {msg}")),
+                    _ => PyOSError::new_err(msg),
+                }
             }
         }
     }
-}
-
-/// Raises `jaxrec.errors.<class>(detail)` with no location.
-pub(super) fn plain_error(py: Python<'_>, class: &str, detail: String) -> PyErr {
-    let build = || -> PyResult<PyErr> {
-        let cls = py.import("jaxrec.errors")?.getattr(class)?;
-        Ok(PyErr::from_value(cls.call1((detail,))?))
-    };
-    build().unwrap_or_else(|e| e)
 }

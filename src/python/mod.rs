@@ -11,6 +11,7 @@ use pyo3::prelude::*;
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    errors::preload(m.py())?;
     m.add_function(wrap_pyfunction!(codecs::decode_image, m)?)?;
     m.add_function(wrap_pyfunction!(codecs::encode_png, m)?)?;
     m.add_function(wrap_pyfunction!(codecs::encode_jpeg, m)?)?;

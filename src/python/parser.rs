@@ -7,13 +7,12 @@ use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
 use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 
-use super::errors::to_pyerr;
 use super::records::Chunk;
 use crate::column::{Column, ColumnData};
 use crate::decode::image::{Format as ImageFormat, ImageSpec, PixelType, Resize};
 use crate::decode::spec::{DecoderConfig, Dim, RawSpec, ShapeFrom, TensorSpec, Transform};
 use crate::dtype::OutDType;
-use crate::error::Error;
+use crate::error::{Error, Location};
 use crate::parse::spec::{CompiledSpec, Defaults, FeatureConfig, Kind};
 use crate::parse::{self, ParsedBatch};
 
@@ -52,7 +51,7 @@ fn compile(features: Vec<FeatureTuple>) -> Result<CompiledSpec, Error> {
                     0 => Kind::Fixed,
                     1 => Kind::Var,
                     2 => Kind::Sequence,
-                    k => return Err(Error::Spec(format!("unknown feature kind {k}"))),
+                    k => return Err(Error::internal(format!("unknown feature kind {k}"))),
                 };
                 let defaults = match (floats, ints, bytes) {
                     (Some(f), None, None) => Defaults::Float(f),
@@ -60,7 +59,7 @@ fn compile(features: Vec<FeatureTuple>) -> Result<CompiledSpec, Error> {
                     (None, None, Some(b)) => Defaults::Bytes(b),
                     (None, None, None) => Defaults::None,
                     _ => {
-                        return Err(Error::Spec(format!(
+                        return Err(Error::internal(format!(
                             "feature {name:?}: more than one kind of default"
                         )))
                     }
@@ -149,12 +148,19 @@ pub(super) fn column_to_py<'py>(py: Python<'py>, col: Column<'_>) -> PyResult<Bo
 }
 
 impl ExampleParser {
-    fn run<'py>(&self, py: Python<'py>, records: &[&[u8]]) -> Result<Bound<'py, PyTuple>, PyErr> {
+    /// Parses `records` with the GIL released; `locate(row)` says where row `row` came from,
+    /// so that errors name the record's file, index and offset rather than its batch row.
+    fn run<'py>(
+        &self,
+        py: Python<'py>,
+        records: &[&[u8]],
+        locate: impl Fn(usize) -> Option<Location>,
+    ) -> PyResult<Bound<'py, PyTuple>> {
         let parsed: Result<ParsedBatch<'_>, Error> = py.detach(|| match &self.sequence {
             None => parse::parse_examples(records, &self.context),
             Some(seq) => parse::parse_sequence_examples(records, &self.context, seq),
         });
-        let parsed = parsed.map_err(|e| to_pyerr(py, e))?;
+        let parsed = parsed.map_err(|e| e.relocate(&locate))?;
         let ctx = PyList::new(
             py,
             parsed
@@ -180,7 +186,6 @@ impl ExampleParser {
     #[new]
     #[pyo3(signature = (features, sequence_features=None, decoders=None))]
     fn new(
-        py: Python<'_>,
         features: Vec<FeatureTuple>,
         sequence_features: Option<Vec<FeatureTuple>>,
         decoders: Option<Vec<(usize, String, Bound<'_, PyDict>)>>,
@@ -190,13 +195,8 @@ impl ExampleParser {
             .into_iter()
             .map(|(i, kind, params)| Ok((i, decoder_config(&kind, &params)?)))
             .collect::<PyResult<Vec<_>>>()?;
-        let context = compile(features)
-            .and_then(|spec| spec.with_decoders(decoders))
-            .map_err(|e| to_pyerr(py, e))?;
-        let sequence = sequence_features
-            .map(compile)
-            .transpose()
-            .map_err(|e| to_pyerr(py, e))?;
+        let context = compile(features).and_then(|spec| spec.with_decoders(decoders))?;
+        let sequence = sequence_features.map(compile).transpose()?;
         Ok(ExampleParser { context, sequence })
     }
 
@@ -208,13 +208,13 @@ impl ExampleParser {
         records: Vec<PyBackedBytes>,
     ) -> PyResult<Bound<'py, PyTuple>> {
         let slices: Vec<&[u8]> = records.iter().map(|r| &r[..]).collect();
-        self.run(py, &slices)
+        self.run(py, &slices, |_| None)
     }
 
     /// Parses every record of a chunk; errors name the chunk's file, record index and offset.
     fn parse_chunk<'py>(&self, py: Python<'py>, chunk: &Chunk) -> PyResult<Bound<'py, PyTuple>> {
         let slices = chunk.records();
-        self.run(py, &slices).map_err(|e| relocate(py, e, chunk))
+        self.run(py, &slices, |row| chunk.location(row))
     }
 
     /// Parses a batch gathered from several chunks: row i is record `rows[i]` of chunk
@@ -234,58 +234,22 @@ impl ExampleParser {
             ));
         }
         let mut slices = Vec::with_capacity(rows.len());
+        let mut origins = Vec::with_capacity(rows.len());
         for (&c, &r) in which.iter().zip(rows) {
             let chunk = usize::try_from(c).ok().and_then(|c| chunks.get(c));
             let row = usize::try_from(r).ok();
             match (chunk, row) {
                 (Some(chunk), Some(row)) if row < chunk.inner.len() => {
-                    slices.push(chunk.inner.record(row))
+                    slices.push(chunk.inner.record(row));
+                    origins.push((chunk, row));
                 }
                 _ => return Err(PyIndexError::new_err(format!("no record {r} in chunk {c}"))),
             }
         }
-        self.run(py, &slices).map_err(|e| {
-            let row = e
-                .value(py)
-                .getattr("record_index")
-                .ok()
-                .and_then(|r| r.extract::<usize>().ok());
-            match row.filter(|&r| r < which.len()) {
-                Some(r) => relocate_row(py, e, &chunks[which[r] as usize], rows[r] as usize),
-                None => e,
-            }
+        self.run(py, &slices, |i| {
+            origins.get(i).and_then(|(chunk, row)| chunk.location(*row))
         })
     }
-}
-
-/// Rewrites a parse error's batch row into the chunk's file, record index and byte offset.
-fn relocate(py: Python<'_>, err: PyErr, chunk: &Chunk) -> PyErr {
-    let row: Option<usize> = err
-        .value(py)
-        .getattr("record_index")
-        .ok()
-        .and_then(|r| r.extract().ok());
-    match row.filter(|&r| r < chunk.inner.len()) {
-        Some(row) => relocate_row(py, err, chunk, row),
-        None => err,
-    }
-}
-
-/// Rewrites a parse error to name record `row` of `chunk`.
-fn relocate_row(py: Python<'_>, err: PyErr, chunk: &Chunk, row: usize) -> PyErr {
-    let value = err.value(py);
-    let kwargs = PyDict::new(py);
-    let fill = || -> PyResult<PyErr> {
-        kwargs.set_item("path", chunk.path.as_deref())?;
-        kwargs.set_item("record_index", chunk.inner.indices[row])?;
-        kwargs.set_item("byte_offset", chunk.inner.file_offsets[row])?;
-        Ok(PyErr::from_value(value.call_method(
-            "with_location",
-            (),
-            Some(&kwargs),
-        )?))
-    };
-    fill().unwrap_or(err)
 }
 
 /// Reads `params[key]`, failing with a spec error when it is absent.

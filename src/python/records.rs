@@ -2,20 +2,26 @@
 //! the GIL released while framing) handing out [`Chunk`]s, and [`RecordWriter`].
 
 use std::path::PathBuf;
-use std::sync::Mutex;
+use std::sync::{Mutex, MutexGuard};
 
 use numpy::PyArray1;
-use pyo3::exceptions::{PyIndexError, PyRuntimeError, PyValueError};
+use pyo3::exceptions::{PyIndexError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
 use pyo3::types::{PyBytes, PyDict, PyList};
 
-use super::errors::to_pyerr;
-use crate::error::Error;
+use crate::error::{Error, Location};
 use crate::records::compress::{self, Compression};
 use crate::records::crc;
 use crate::records::reader::{self, ReaderOptions};
 use crate::records::writer;
+
+/// Locks a reader's or writer's state. A poisoned lock (a panic while it was held) is a bug in
+/// jaxrec, never something the caller did.
+fn lock<'m, T>(m: &'m Mutex<T>, what: &str) -> Result<MutexGuard<'m, T>, Error> {
+    m.lock()
+        .map_err(|_| Error::internal(format!("{what} poisoned by an earlier panic")))
+}
 
 fn parse_compression(name: Option<&str>) -> Result<Option<Compression>, Error> {
     match name {
@@ -103,6 +109,15 @@ impl Chunk {
 }
 
 impl Chunk {
+    /// Where record `i` of the chunk is in its file.
+    pub(super) fn location(&self, i: usize) -> Option<Location> {
+        Some(Location {
+            path: self.path.clone(),
+            record_index: Some(*self.inner.indices.get(i)?),
+            byte_offset: Some(*self.inner.file_offsets.get(i)?),
+        })
+    }
+
     /// Every record's payload.
     pub(super) fn records(&self) -> Vec<&[u8]> {
         (0..self.inner.len())
@@ -191,32 +206,29 @@ impl RecordReader {
         file: Option<Py<PyAny>>,
         size: Option<u64>,
     ) -> PyResult<Self> {
-        let comp = parse_compression(compression).map_err(|e| to_pyerr(py, e))?;
+        let comp = parse_compression(compression)?;
         let opts = ReaderOptions {
             verify,
             skip_errors,
         };
         let display = path.display().to_string();
-        let reader = py
-            .detach(|| match file {
-                None => reader::RecordReader::open(&path, comp, opts, start_offset, start_index),
-                Some(obj) => {
-                    let source =
-                        compress::open_stream(PyFile(obj), &path, comp, start_offset, size)
-                            .map_err(|e| Error::Io {
-                                path: Some(display.clone()),
-                                source: e,
-                            })?;
-                    reader::RecordReader::from_source(
-                        source,
-                        display.clone(),
-                        opts,
-                        start_offset,
-                        start_index,
-                    )
-                }
-            })
-            .map_err(|e| to_pyerr(py, e))?;
+        let reader = py.detach(|| match file {
+            None => reader::RecordReader::open(&path, comp, opts, start_offset, start_index),
+            Some(obj) => {
+                let source = compress::open_stream(PyFile(obj), &path, comp, start_offset, size)
+                    .map_err(|e| Error::Io {
+                        path: Some(display.clone()),
+                        source: e,
+                    })?;
+                reader::RecordReader::from_source(
+                    source,
+                    display.clone(),
+                    opts,
+                    start_offset,
+                    start_index,
+                )
+            }
+        })?;
         Ok(RecordReader {
             inner: Mutex::new(reader),
             path: path.display().to_string(),
@@ -232,41 +244,23 @@ impl RecordReader {
         max_records: usize,
         block_bytes: usize,
     ) -> PyResult<Option<Chunk>> {
-        let res = py.detach(|| {
-            let mut r = self
-                .inner
-                .lock()
-                .map_err(|_| Error::Spec("reader poisoned by an earlier panic".into()))?;
-            r.next_chunk(max_records, block_bytes)
-        });
-        match res {
-            Ok(Some(c)) => Ok(Some(Chunk {
-                inner: c,
-                path: Some(self.path.clone()),
-            })),
-            Ok(None) => Ok(None),
-            Err(e) => Err(to_pyerr(py, e)),
-        }
+        let chunk =
+            py.detach(|| lock(&self.inner, "reader")?.next_chunk(max_records, block_bytes))?;
+        Ok(chunk.map(|c| Chunk {
+            inner: c,
+            path: Some(self.path.clone()),
+        }))
     }
 
     /// The compression in effect: "", "GZIP" or "ZLIB".
     #[getter]
     fn compression(&self) -> PyResult<&'static str> {
-        let r = self
-            .inner
-            .lock()
-            .map_err(|_| PyRuntimeError::new_err("reader poisoned"))?;
-        Ok(r.compression().name())
+        Ok(lock(&self.inner, "reader")?.compression().name())
     }
 
     /// Counters: records, bytes, skipped_records, skipped_bytes, errors (first messages).
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let s = self
-            .inner
-            .lock()
-            .map_err(|_| PyRuntimeError::new_err("reader poisoned"))?
-            .stats()
-            .clone();
+        let s = lock(&self.inner, "reader")?.stats().clone();
         let d = PyDict::new(py);
         d.set_item("records", s.records)?;
         d.set_item("bytes", s.bytes)?;
@@ -292,14 +286,7 @@ impl RecordWriter {
     where
         R: Send,
     {
-        py.detach(|| {
-            let mut w = self
-                .inner
-                .lock()
-                .map_err(|_| Error::Spec("writer poisoned by an earlier panic".into()))?;
-            f(&mut w)
-        })
-        .map_err(|e| to_pyerr(py, e))
+        Ok(py.detach(|| f(&mut *lock(&self.inner, "writer")?))?)
     }
 }
 
@@ -307,17 +294,12 @@ impl RecordWriter {
 impl RecordWriter {
     #[new]
     #[pyo3(signature = (path, compression=None, level=None))]
-    fn new(
-        py: Python<'_>,
-        path: PathBuf,
-        compression: Option<&str>,
-        level: Option<u32>,
-    ) -> PyResult<Self> {
-        let comp = Compression::from_name(compression).map_err(|e| to_pyerr(py, e))?;
+    fn new(path: PathBuf, compression: Option<&str>, level: Option<u32>) -> PyResult<Self> {
+        let comp = Compression::from_name(compression)?;
         if level.is_some_and(|l| l > 9) {
             return Err(PyValueError::new_err("compression level must be 0..9"));
         }
-        let w = writer::RecordWriter::create(&path, comp, level).map_err(|e| to_pyerr(py, e))?;
+        let w = writer::RecordWriter::create(&path, comp, level)?;
         Ok(RecordWriter {
             inner: Mutex::new(w),
         })
@@ -346,10 +328,6 @@ impl RecordWriter {
     /// Records written so far.
     #[getter]
     fn records(&self) -> PyResult<u64> {
-        Ok(self
-            .inner
-            .lock()
-            .map_err(|_| PyRuntimeError::new_err("writer poisoned"))?
-            .records())
+        Ok(lock(&self.inner, "writer")?.records())
     }
 }

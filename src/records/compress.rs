@@ -29,9 +29,12 @@ impl Compression {
             None | Some("") | Some("NONE") => Ok(Compression::None),
             Some("GZIP") => Ok(Compression::Gzip),
             Some("ZLIB") => Ok(Compression::Zlib),
-            Some(other) => Err(Error::Spec(format!(
-                "unknown compression {other:?}: expected None, \"GZIP\", \"ZLIB\" or \"auto\""
-            ))),
+            Some(other) => Err(Error::spec(
+                None,
+                format!(
+                    "unknown compression {other:?}: expected None, \"GZIP\", \"ZLIB\" or \"auto\""
+                ),
+            )),
         }
     }
 

@@ -9,6 +9,7 @@ use zune_core::options::DecoderOptions;
 use zune_jpeg::JpegDecoder;
 
 use super::{check_pixels, Decoded};
+use crate::error::{Error, Result};
 
 /// Checks that a JPEG holds an end-of-image marker after its first start-of-scan.
 ///
@@ -17,12 +18,12 @@ use super::{check_pixels, Decoded};
 /// `FF 00` (and `FF D0`..`FF D7` are restart markers), so an `FF D9` there is the real end of
 /// the image (or of a progressive scan sequence). Thumbnails live in APP segments before the
 /// scan and are skipped by length, so their own `FF D9` does not count.
-fn check_jpeg_complete(data: &[u8]) -> Result<(), String> {
+fn check_jpeg_complete(data: &[u8]) -> Result<()> {
     let truncated = || {
-        format!(
+        Error::decode(format!(
             "truncated JPEG: {} bytes and no end-of-image marker (FF D9)",
             data.len()
-        )
+        ))
     };
     let mut pos = 2; // past SOI
     loop {
@@ -32,7 +33,9 @@ fn check_jpeg_complete(data: &[u8]) -> Result<(), String> {
         }
         match (data.get(pos), data.get(pos + 1)) {
             (Some(0xFF), Some(0xDA)) => break,
-            (Some(0xFF), Some(0xD9)) => return Err("JPEG ends before its first scan".into()),
+            (Some(0xFF), Some(0xD9)) => {
+                return Err(Error::decode("JPEG ends before its first scan"))
+            }
             (Some(0xFF), Some(m)) if (0xD0..=0xD7).contains(m) || *m == 0x01 => pos += 2,
             (Some(0xFF), Some(_)) => {
                 let len = match (data.get(pos + 2), data.get(pos + 3)) {
@@ -40,12 +43,16 @@ fn check_jpeg_complete(data: &[u8]) -> Result<(), String> {
                     _ => return Err(truncated()),
                 };
                 if len < 2 {
-                    return Err(format!("corrupt JPEG: segment length {len} at byte {pos}"));
+                    return Err(Error::decode(format!(
+                        "corrupt JPEG: segment length {len} at byte {pos}"
+                    )));
                 }
                 pos += 2 + len;
             }
             (Some(_), Some(_)) => {
-                return Err(format!("corrupt JPEG: expected a marker at byte {pos}"));
+                return Err(Error::decode(format!(
+                    "corrupt JPEG: expected a marker at byte {pos}"
+                )));
             }
             _ => return Err(truncated()),
         }
@@ -68,7 +75,7 @@ pub(super) fn decode_jpeg(
     channels: usize,
     max_pixels: u64,
     mut pixels: Vec<u8>,
-) -> Result<Decoded, String> {
+) -> Result<Decoded> {
     check_jpeg_complete(data)?;
     let colorspace = match channels {
         1 => ColorSpace::Luma,
@@ -84,25 +91,25 @@ pub(super) fn decode_jpeg(
     let mut decoder = JpegDecoder::new_with_options(ZCursor::new(data), options);
     decoder
         .decode_headers()
-        .map_err(|e| format!("corrupt JPEG: {e}"))?;
+        .map_err(|e| Error::decode(format!("corrupt JPEG: {e}")))?;
     let info = decoder
         .info()
-        .ok_or_else(|| "corrupt JPEG: no frame header".to_string())?;
+        .ok_or_else(|| Error::decode("corrupt JPEG: no frame header"))?;
     let (width, height) = (usize::from(info.width), usize::from(info.height));
     check_pixels(width, height, max_pixels)?;
     let size = decoder
         .output_buffer_size()
-        .ok_or_else(|| "corrupt JPEG: image size overflows".to_string())?;
+        .ok_or_else(|| Error::decode("corrupt JPEG: image size overflows"))?;
     if size != width * height * channels {
-        return Err(format!(
+        return Err(Error::decode(format!(
             "JPEG decodes to {size} bytes, not {width}x{height}x{channels}"
-        ));
+        )));
     }
     pixels.clear();
     pixels.resize(size, 0);
     decoder
         .decode_into(&mut pixels)
-        .map_err(|e| format!("corrupt JPEG: {e}"))?;
+        .map_err(|e| Error::decode(format!("corrupt JPEG: {e}")))?;
     Ok(Decoded {
         height,
         width,
@@ -120,8 +127,8 @@ pub(super) fn decode_png(
     channels: usize,
     max_pixels: u64,
     mut raw: Vec<u8>,
-) -> Result<Decoded, String> {
-    let corrupt = |e: png::DecodingError| format!("corrupt PNG: {e}");
+) -> Result<Decoded> {
+    let corrupt = |e: png::DecodingError| Error::decode(format!("corrupt PNG: {e}"));
     let mut decoder = png::Decoder::new(Cursor::new(data));
     // Palette -> RGB, tRNS -> alpha, 1/2/4-bit gray -> 8-bit (scaled to 0..255, as libpng).
     decoder.set_transformations(png::Transformations::EXPAND);
@@ -144,7 +151,7 @@ pub(super) fn decode_png(
     let mut reader = decoder.read_info().map_err(corrupt)?;
     let size = reader
         .output_buffer_size()
-        .ok_or_else(|| "PNG frame size overflows".to_string())?;
+        .ok_or_else(|| Error::decode("PNG frame size overflows"))?;
     raw.clear();
     raw.resize(size, 0);
     let frame = reader.next_frame(&mut raw).map_err(corrupt)?;
@@ -204,10 +211,10 @@ fn convert_channels(
     sixteen: bool,
     dst: usize,
     filler: u8,
-) -> Result<Vec<u8>, String> {
+) -> Result<Vec<u8>> {
     let bytes = if sixteen { 2 } else { 1 };
     if raw.len() < n * src * bytes {
-        return Err("PNG frame is shorter than its header says".into());
+        return Err(Error::decode("PNG frame is shorter than its header says"));
     }
     let sample = |p: usize, c: usize| -> u16 {
         let i = (p * src + c) * bytes;
@@ -235,7 +242,11 @@ fn convert_channels(
                 Some([sample(p, 0), sample(p, 1), sample(p, 2)]),
                 Some(sample(p, 3)),
             ),
-            other => return Err(format!("unsupported PNG sample count {other}")),
+            other => {
+                return Err(Error::decode(format!(
+                    "unsupported PNG sample count {other}"
+                )))
+            }
         };
         match dst {
             1 => {
@@ -276,13 +287,13 @@ pub fn encode_png(
     width: usize,
     channels: usize,
     level: Option<u8>,
-) -> Result<Vec<u8>, String> {
+) -> Result<Vec<u8>> {
     let color = match channels {
         1 => png::ColorType::Grayscale,
         2 => png::ColorType::GrayscaleAlpha,
         3 => png::ColorType::Rgb,
         4 => png::ColorType::Rgba,
-        c => return Err(format!("PNG holds 1 to 4 channels, not {c}")),
+        c => return Err(Error::encode(format!("PNG holds 1 to 4 channels, not {c}"))),
     };
     check_encode_size(pixels, height, width, channels, u32::MAX as usize)?;
     let mut out = Vec::new();
@@ -301,9 +312,13 @@ pub fn encode_png(
             png::Filter::Adaptive
         });
     }
-    let mut writer = encoder.write_header().map_err(|e| e.to_string())?;
-    writer.write_image_data(pixels).map_err(|e| e.to_string())?;
-    writer.finish().map_err(|e| e.to_string())?;
+    let mut writer = encoder
+        .write_header()
+        .map_err(|e| Error::encode(e.to_string()))?;
+    writer
+        .write_image_data(pixels)
+        .map_err(|e| Error::encode(e.to_string()))?;
+    writer.finish().map_err(|e| Error::encode(e.to_string()))?;
     Ok(out)
 }
 
@@ -318,11 +333,15 @@ pub fn encode_jpeg(
     channels: usize,
     quality: u8,
     chroma_downsampling: bool,
-) -> Result<Vec<u8>, String> {
+) -> Result<Vec<u8>> {
     let color = match channels {
         1 => jpeg_encoder::ColorType::Luma,
         3 => jpeg_encoder::ColorType::Rgb,
-        c => return Err(format!("JPEG images hold 1 or 3 channels, not {c}")),
+        c => {
+            return Err(Error::encode(format!(
+                "JPEG images hold 1 or 3 channels, not {c}"
+            )))
+        }
     };
     check_encode_size(pixels, height, width, channels, usize::from(u16::MAX))?;
     let mut out = Vec::new();
@@ -334,7 +353,7 @@ pub fn encode_jpeg(
     });
     encoder
         .encode(pixels, width as u16, height as u16, color)
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| Error::encode(e.to_string()))?;
     Ok(out)
 }
 
@@ -344,20 +363,22 @@ fn check_encode_size(
     width: usize,
     channels: usize,
     max_side: usize,
-) -> Result<(), String> {
+) -> Result<()> {
     if height == 0 || width == 0 {
-        return Err(format!("cannot encode an empty {height}x{width} image"));
+        return Err(Error::encode(format!(
+            "cannot encode an empty {height}x{width} image"
+        )));
     }
     if height > max_side || width > max_side {
-        return Err(format!(
+        return Err(Error::encode(format!(
             "a {height}x{width} image is too large for this format (at most {max_side} per side)"
-        ));
+        )));
     }
     if pixels.len() != height * width * channels {
-        return Err(format!(
+        return Err(Error::encode(format!(
             "{} bytes do not make a {height}x{width}x{channels} image",
             pixels.len()
-        ));
+        )));
     }
     Ok(())
 }
@@ -420,13 +441,13 @@ mod tests {
         let jpg = encode_jpeg(&px, 16, 16, 3, 90, true).unwrap();
         for cut in [jpg.len() - 2, jpg.len() / 2, 40, 3] {
             let err = decode(&jpg[..cut], Format::Auto, 3, 1 << 20).unwrap_err();
-            assert!(err.contains("JPEG"), "{err}");
+            assert!(err.to_string().contains("JPEG"), "{err}");
         }
         let err = decode(&jpg, Format::Auto, 3, 100).unwrap_err();
-        assert!(err.contains("over the limit"), "{err}");
+        assert!(err.to_string().contains("over the limit"), "{err}");
         let png = encode_png(&px, 16, 16, 3, None).unwrap();
         let err = decode(&png, Format::Auto, 3, 100).unwrap_err();
-        assert!(err.contains("over the limit"), "{err}");
+        assert!(err.to_string().contains("over the limit"), "{err}");
         let mut bad = png.clone();
         let n = bad.len();
         bad[n - 20] ^= 1;
@@ -434,6 +455,7 @@ mod tests {
         assert!(decode(&png[..n / 2], Format::Auto, 3, 1 << 20).is_err());
         assert!(decode(b"GIF89a....", Format::Auto, 3, 1 << 20)
             .unwrap_err()
+            .to_string()
             .contains("GIF"));
         assert!(decode(&png, Format::Jpeg, 3, 1 << 20).is_err());
     }
@@ -450,7 +472,7 @@ mod tests {
         png.extend_from_slice(&ihdr);
         png.extend_from_slice(&crc32fast_like(&ihdr).to_be_bytes());
         let err = decode(&png, Format::Auto, 3, 1 << 26).unwrap_err();
-        assert!(err.contains("60000x60000"), "{err}");
+        assert!(err.to_string().contains("60000x60000"), "{err}");
     }
 
     // PNG's CRC-32 (ISO-HDLC), bitwise: only for building the test header above.

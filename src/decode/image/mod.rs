@@ -32,7 +32,7 @@ pub use resize::{fit, Pixel};
 use super::rows::{single_bytes, RowError, Rows};
 use super::{Found, MAX_ROW_BYTES};
 use crate::column::{Column, ColumnData};
-use crate::error::Error;
+use crate::error::{Error, Result};
 use codecs::{decode_jpeg, decode_png};
 
 /// The container format of encoded image bytes.
@@ -139,12 +139,7 @@ fn describe_unknown(data: &[u8]) -> String {
 /// Decodes JPEG or PNG bytes to `channels` (1, 3 or 4) 8-bit channels.
 ///
 /// Errors are messages for the caller to wrap with the record and feature.
-pub fn decode(
-    data: &[u8],
-    format: Format,
-    channels: usize,
-    max_pixels: u64,
-) -> Result<Decoded, String> {
+pub fn decode(data: &[u8], format: Format, channels: usize, max_pixels: u64) -> Result<Decoded> {
     decode_reusing(data, format, channels, max_pixels, Vec::new())
 }
 
@@ -156,31 +151,33 @@ pub fn decode_reusing(
     channels: usize,
     max_pixels: u64,
     scratch: Vec<u8>,
-) -> Result<Decoded, String> {
+) -> Result<Decoded> {
     if !matches!(channels, 1 | 3 | 4) {
-        return Err(format!("channels must be 1, 3 or 4, not {channels}"));
+        return Err(Error::decode(format!(
+            "channels must be 1, 3 or 4, not {channels}"
+        )));
     }
     if data.is_empty() {
-        return Err("empty image bytes".into());
+        return Err(Error::decode("empty image bytes"));
     }
     let found = sniff(data);
     let format = match (format, found) {
         (Format::Auto, Some(f)) => f,
-        (Format::Auto, None) => return Err(describe_unknown(data)),
+        (Format::Auto, None) => return Err(Error::decode(describe_unknown(data))),
         (want, Some(f)) if want != f => {
-            return Err(format!(
+            return Err(Error::decode(format!(
                 "expected a {} image but the bytes are a {}",
                 name(want),
                 name(f)
-            ))
+            )))
         }
         (want, Some(_)) => want,
         (want, None) => {
-            return Err(format!(
+            return Err(Error::decode(format!(
                 "expected a {} image: {}",
                 name(want),
                 describe_unknown(data)
-            ))
+            )))
         }
     };
     match format {
@@ -198,18 +195,18 @@ fn name(f: Format) -> &'static str {
 }
 
 /// Refuses an empty image, or one over the caller's pixel budget, before anything is allocated.
-fn check_pixels(width: usize, height: usize, max_pixels: u64) -> Result<(), String> {
+fn check_pixels(width: usize, height: usize, max_pixels: u64) -> Result<()> {
     let pixels = (width as u64).saturating_mul(height as u64);
     if width == 0 || height == 0 {
-        return Err(format!(
+        return Err(Error::decode(format!(
             "image header declares an empty {width}x{height} image"
-        ));
+        )));
     }
     if pixels > max_pixels {
-        return Err(format!(
+        return Err(Error::decode(format!(
             "image header declares {width}x{height} = {pixels} pixels, over the limit of \
              {max_pixels} (raise the spec's max_pixels to accept it)"
-        ));
+        )));
     }
     Ok(())
 }
@@ -220,13 +217,13 @@ pub(super) fn image_column<'a, T: Pixel>(
     mine: &[Found<'a>],
     mut rows: Rows<'_>,
     wrap: fn(Vec<T>) -> ColumnData<'a>,
-) -> crate::error::Result<Column<'a>> {
+) -> Result<Column<'a>> {
     let b = mine.len();
     let n = spec.height * spec.width * spec.channels;
     let total = b
         .checked_mul(n)
         .filter(|t| t.saturating_mul(std::mem::size_of::<T>()) <= MAX_ROW_BYTES.saturating_mul(4))
-        .ok_or_else(|| Error::Spec("image batch too large".into()))?;
+        .ok_or_else(|| Error::spec(Some(rows.name()), "image batch too large"))?;
     let mut out = vec![T::default(); total];
     let mut scratch = Vec::new(); // one pixel buffer, reused image after image
     for (row, found) in mine.iter().enumerate() {
@@ -234,8 +231,8 @@ pub(super) fn image_column<'a, T: Pixel>(
         let buf = std::mem::take(&mut scratch);
         let res = single_bytes(*found).and_then(|bytes| {
             let img = decode_reusing(bytes, spec.format, spec.channels, spec.max_pixels, buf)
-                .map_err(RowError::Row)?;
-            let fitted = fit(&img, spec, dst).map_err(RowError::Row);
+                .map_err(|e| RowError::Row(e.detail()))?;
+            let fitted = fit(&img, spec, dst).map_err(|e| RowError::Row(e.detail()));
             scratch = img.pixels;
             fitted
         });

@@ -3,6 +3,7 @@
 //! steps, and the uint8 / float32 output conversion.
 
 use super::{Decoded, ImageSpec, Resize};
+use crate::error::{Error, Result};
 
 /// An output element type: uint8 or float32 in [0, 1].
 pub trait Pixel: Copy + Default {
@@ -40,17 +41,17 @@ impl Pixel for f32 {
 
 /// Writes `img` into `out` (`spec.height * spec.width * img.channels` elements, zeroed by
 /// the caller) at the spec's size.
-pub fn fit<T: Pixel>(img: &Decoded, spec: &ImageSpec, out: &mut [T]) -> Result<(), String> {
+pub fn fit<T: Pixel>(img: &Decoded, spec: &ImageSpec, out: &mut [T]) -> Result<()> {
     let (h, w, c) = (spec.height, spec.width, img.channels);
     debug_assert_eq!(out.len(), h * w * c);
     match spec.resize {
         Resize::None => {
             if img.height != h || img.width != w {
-                return Err(format!(
+                return Err(Error::decode(format!(
                     "image is {}x{} but the spec's shape is {h}x{w}; pass resize=\"crop_or_pad\" \
                      or resize=\"bilinear\" to accept other sizes",
                     img.height, img.width
-                ));
+                )));
             }
             for (o, &v) in out.iter_mut().zip(&img.pixels) {
                 *o = T::from_u8(v);
