@@ -52,8 +52,21 @@ pub struct Column<'a> {
     pub valid: Option<Vec<bool>>,
     /// Decoded tensors whose shape varies: each row's own shape, `[batch, ndim]` row-major.
     pub shapes: Option<Vec<i32>>,
-    /// Rows skipped by `skip_errors`, and the first few reasons (`"record R: ..."`).
+    /// Rows skipped by `skip_errors`.
     pub skipped: u64,
-    /// The first reasons rows were skipped, each naming its batch row.
-    pub errors: Vec<String>,
+    /// The first few of them ([`MAX_SKIPS`]): which row, and why.
+    pub skips: Vec<RowSkip>,
+}
+
+/// How many skipped rows a column describes per batch (it counts them all).
+pub const MAX_SKIPS: usize = 8;
+
+/// A row a decoder skipped under `on_error="skip"` (its values are zeros and its valid flag
+/// false): the row of the batch, and why it did not decode.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RowSkip {
+    /// The row in the batch.
+    pub row: usize,
+    /// What was expected and what was found.
+    pub reason: String,
 }

@@ -166,6 +166,84 @@ impl Error {
     }
 }
 
+/// Which variant an [`Error`] is, without its data: what a skipped record would have raised.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// [`Error::Corrupt`].
+    Corrupt,
+    /// [`Error::Truncated`].
+    Truncated,
+    /// [`Error::Parse`].
+    Parse,
+    /// [`Error::Encode`].
+    Encode,
+    /// [`Error::Spec`].
+    Spec,
+    /// [`Error::Internal`].
+    Internal,
+    /// [`Error::Io`].
+    Io,
+}
+
+impl Error {
+    /// The variant.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Error::Corrupt { .. } => ErrorKind::Corrupt,
+            Error::Truncated { .. } => ErrorKind::Truncated,
+            Error::Parse { .. } => ErrorKind::Parse,
+            Error::Encode { .. } => ErrorKind::Encode,
+            Error::Spec { .. } => ErrorKind::Spec,
+            Error::Internal(_) => ErrorKind::Internal,
+            Error::Io { .. } => ErrorKind::Io,
+        }
+    }
+
+    /// The record this error would have failed, as skipped under `on_error="skip"`.
+    pub fn to_skip(&self) -> Skip {
+        let (loc, feature) = match self {
+            Error::Corrupt { loc, .. } | Error::Truncated { loc, .. } => (loc.clone(), None),
+            Error::Parse { loc, feature, .. } => (loc.clone(), feature.clone()),
+            Error::Io { path, .. } => (
+                Location {
+                    path: path.clone(),
+                    ..Location::default()
+                },
+                None,
+            ),
+            Error::Spec { feature, .. } => (Location::default(), feature.clone()),
+            Error::Encode { .. } | Error::Internal(_) => (Location::default(), None),
+        };
+        Skip {
+            kind: self.kind(),
+            loc,
+            feature,
+            reason: self.detail(),
+        }
+    }
+}
+
+/// A record (or a row of a decoded column) skipped under `on_error="skip"` instead of failing:
+/// the error it would have raised, where it is, and why — the fields of that error, so no
+/// caller needs to parse them back out of a message. Shown, it reads as that error's message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Skip {
+    /// The error it would have raised.
+    pub kind: ErrorKind,
+    /// Where the record is.
+    pub loc: Location,
+    /// The feature, for a row of a decoded column.
+    pub feature: Option<String>,
+    /// What was expected and what was found.
+    pub reason: String,
+}
+
+impl fmt::Display for Skip {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write_located(f, &self.loc, self.feature.as_deref(), &self.reason)
+    }
+}
+
 /// Writes `where: detail` the way `jaxrec.errors` composes its messages: the file, `record N`,
 /// `byte offset N` and `feature 'name'` that are known, or the detail alone.
 pub(crate) fn write_located(

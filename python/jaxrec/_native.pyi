@@ -1,10 +1,13 @@
-# Typed stub of the native module (src/python.rs). Checked against the built module by
+# Typed stub of the native module (src/python/). Checked against the built module by
 # `make lint` (mypy.stubtest), so it cannot drift.
+from collections.abc import Sequence
 from os import PathLike
-from typing import BinaryIO, final
+from typing import Any, BinaryIO, final
 
 import numpy as np
 import numpy.typing as npt
+
+from jaxrec._spec import CompiledFeature
 
 __all__ = [
     "decode_image",
@@ -16,6 +19,8 @@ __all__ = [
     "RecordReader",
     "RecordWriter",
     "ExampleParser",
+    "Column",
+    "ParsedBatch",
 ]
 
 def masked_crc32c(data: bytes) -> int:
@@ -75,33 +80,37 @@ class RecordWriter:
     @property
     def records(self) -> int: ...
 
-_FeatureTuple = tuple[
-    str,
-    int,
-    int,
-    str,
-    int,
-    int | None,
-    bool,
-    list[float] | None,
-    list[int] | None,
-    list[bytes] | None,
-    bool,
-]
-# (values, view_dtype, lengths, steps, truncated, valid, shapes, skipped, skip_errors)
-_Column = tuple[
-    np.ndarray,
-    str | None,
-    npt.NDArray[np.int32] | None,
-    npt.NDArray[np.int64] | None,
-    int,
-    npt.NDArray[np.bool_] | None,
-    npt.NDArray[np.int32] | None,
-    int,
-    list[str],
-]
-# (feature index, "image" | "raw" | "tensor", parameters; see jaxrec/_spec.py)
-_Decoder = tuple[int, str, dict[str, object]]
+@final
+class Column:
+    """One parsed feature for the whole batch."""
+
+    @property
+    def values(self) -> np.ndarray: ...
+    @property
+    def view_dtype(self) -> str | None: ...
+    @property
+    def lengths(self) -> npt.NDArray[np.int32] | None: ...
+    @property
+    def steps(self) -> npt.NDArray[np.int64] | None: ...
+    @property
+    def truncated(self) -> int: ...
+    @property
+    def valid(self) -> npt.NDArray[np.bool_] | None: ...
+    @property
+    def shapes(self) -> npt.NDArray[np.int32] | None: ...
+    @property
+    def skipped(self) -> int: ...
+    @property
+    def skips(self) -> list[dict[str, Any]]: ...
+
+@final
+class ParsedBatch:
+    """A parsed batch: one column per feature, in spec order."""
+
+    @property
+    def context(self) -> list[Column]: ...
+    @property
+    def sequence(self) -> list[Column]: ...
 
 @final
 class ExampleParser:
@@ -109,15 +118,14 @@ class ExampleParser:
 
     def __new__(
         cls,
-        features: list[_FeatureTuple],
-        sequence_features: list[_FeatureTuple] | None = None,
-        decoders: list[_Decoder] | None = None,
+        features: Sequence[CompiledFeature],
+        sequence_features: Sequence[CompiledFeature] | None = None,
     ) -> ExampleParser: ...
-    def parse(self, records: list[bytes]) -> tuple[list[_Column], list[_Column]]: ...
-    def parse_chunk(self, chunk: Chunk) -> tuple[list[_Column], list[_Column]]: ...
+    def parse(self, records: list[bytes]) -> ParsedBatch: ...
+    def parse_chunk(self, chunk: Chunk) -> ParsedBatch: ...
     def parse_rows(
         self, chunks: list[Chunk], which: npt.NDArray[np.int64], rows: npt.NDArray[np.int64]
-    ) -> tuple[list[_Column], list[_Column]]: ...
+    ) -> ParsedBatch: ...
 
 def decode_image(
     data: bytes, channels: int = 3, format: str = "auto", max_pixels: int = ...
@@ -139,5 +147,5 @@ def encode_jpeg(
 ) -> bytes:
     """Encodes `height x width x channels` uint8 pixels as baseline JPEG, GIL released."""
 
-def parse_tensor(data: bytes, dtype: str) -> _Column:
-    """Decodes a serialized TensorProto holding `dtype` (a spec dtype code)."""
+def parse_tensor(data: bytes, dtype: str) -> Column:
+    """Decodes a serialized TensorProto holding `dtype` (a spec dtype code) into one row."""

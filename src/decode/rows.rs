@@ -2,12 +2,9 @@
 //! features its shape comes from), and failing the batch or skipping the row on an error.
 
 use super::Found;
-use crate::column::{Column, ColumnData};
+use crate::column::{Column, ColumnData, RowSkip, MAX_SKIPS};
 use crate::error::{Error, Result};
 use crate::wire::{self, read_key, read_len_delimited, read_varint, split_feature, Wire};
-
-/// How many skip reasons a column keeps per batch.
-const MAX_ERRORS: usize = 8;
 
 /// Why a row did not decode: `Hard` fails the batch whatever `skip_errors` says (the record
 /// does not match the spec's types); `Row` is skipped with `skip_errors`.
@@ -160,7 +157,7 @@ pub(super) struct Rows<'c> {
     skip: bool,
     valid: Vec<bool>,
     skipped: u64,
-    errors: Vec<String>,
+    skips: Vec<RowSkip>,
 }
 
 impl<'c> Rows<'c> {
@@ -170,7 +167,7 @@ impl<'c> Rows<'c> {
             skip,
             valid: vec![true; b],
             skipped: 0,
-            errors: Vec::new(),
+            skips: Vec::new(),
         }
     }
 
@@ -180,8 +177,8 @@ impl<'c> Rows<'c> {
             RowError::Row(m) if self.skip => {
                 self.valid[row] = false;
                 self.skipped += 1;
-                if self.errors.len() < MAX_ERRORS {
-                    self.errors.push(format!("record {row}: {m}"));
+                if self.skips.len() < MAX_SKIPS {
+                    self.skips.push(RowSkip { row, reason: m });
                 }
                 Ok(())
             }
@@ -205,7 +202,7 @@ impl<'c> Rows<'c> {
             valid: self.skip.then_some(self.valid),
             shapes,
             skipped: self.skipped,
-            errors: self.errors,
+            skips: self.skips,
         }
     }
 

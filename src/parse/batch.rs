@@ -59,7 +59,7 @@ fn column_of<'a, T: Zero, D: Decode<'a, T>>(
             valid: None,
             shapes: None,
             skipped: 0,
-            errors: Vec::new(),
+            skips: Vec::new(),
         });
     }
     match cfg.kind {
@@ -80,7 +80,7 @@ fn column_of<'a, T: Zero, D: Decode<'a, T>>(
                 valid: None,
                 shapes: None,
                 skipped: 0,
-                errors: Vec::new(),
+                skips: Vec::new(),
             })
         }
         Kind::Var | Kind::Sequence => {
@@ -100,7 +100,7 @@ fn column_of<'a, T: Zero, D: Decode<'a, T>>(
                 valid: None,
                 shapes: None,
                 skipped: 0,
-                errors: Vec::new(),
+                skips: Vec::new(),
             })
         }
     }

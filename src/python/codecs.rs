@@ -4,9 +4,9 @@ use numpy::{PyArray1, PyArrayMethods};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
-use pyo3::types::{PyBytes, PyTuple};
+use pyo3::types::PyBytes;
 
-use super::parser::column_to_py;
+use super::parser::{column_to_py, Column};
 use crate::decode::image::{self, Format as ImageFormat};
 use crate::decode::tensor;
 use crate::dtype::OutDType;
@@ -77,15 +77,11 @@ pub(super) fn encode_jpeg<'py>(
     Ok(PyBytes::new(py, &out))
 }
 
-/// Decodes a serialized TensorProto holding `dtype` (a spec dtype code). Returns
-/// `(values [1, *shape], view_dtype)` like a parsed column.
+/// Decodes a serialized TensorProto holding `dtype` (a spec dtype code) into a one-row
+/// [`Column`] (`values` of shape `[1, *shape]`), GIL released.
 #[pyfunction]
-pub(super) fn parse_tensor<'py>(
-    py: Python<'py>,
-    data: PyBackedBytes,
-    dtype: &str,
-) -> PyResult<Bound<'py, PyTuple>> {
+pub(super) fn parse_tensor(py: Python<'_>, data: PyBackedBytes, dtype: &str) -> PyResult<Column> {
     let dtype = OutDType::from_code(dtype)?;
     let col = py.detach(|| tensor::parse_tensor(&data, dtype))?;
-    column_to_py(py, col)
+    column_to_py(py, col, "tensor", &|_| None)
 }

@@ -3,8 +3,9 @@
 
 use pyo3::exceptions::{PyOSError, PyRuntimeError};
 use pyo3::prelude::*;
+use pyo3::types::PyDict;
 
-use crate::error::{Error, Location};
+use crate::error::{Error, ErrorKind, Location, Skip};
 
 pyo3::import_exception!(jaxrec.errors, CorruptRecordError);
 pyo3::import_exception!(jaxrec.errors, TruncatedRecordError);
@@ -64,4 +65,44 @@ impl From<Error> for PyErr {
             }
         }
     }
+}
+
+/// The Python class [`From<Error> for PyErr`] raises for each kind, by name.
+fn class_name(kind: ErrorKind) -> &'static str {
+    match kind {
+        ErrorKind::Corrupt => "CorruptRecordError",
+        ErrorKind::Truncated => "TruncatedRecordError",
+        ErrorKind::Parse => "ExampleParseError",
+        ErrorKind::Encode => "EncodeError",
+        ErrorKind::Spec => "FeatureSpecError",
+        ErrorKind::Internal => "RuntimeError",
+        ErrorKind::Io => "OSError",
+    }
+}
+
+/// A skipped record for Python, the same shape wherever records are skipped:
+///
+/// ```text
+/// {"error": "CorruptRecordError" | "TruncatedRecordError" | "ExampleParseError" | "OSError",
+///  "path": str | None, "record_index": int | None, "byte_offset": int | None,
+///  "feature": str | None, "row": int | None, "reason": str}
+/// ```
+///
+/// `error` is the class raising would have used, `path`/`record_index`/`byte_offset`/`feature`
+/// its attributes, `reason` its message without the location; `row` is the row in the parsed
+/// batch (a skipped row of a decoded column; `None` for a record the reader skipped).
+pub(super) fn skip_dict<'py>(
+    py: Python<'py>,
+    skip: &Skip,
+    row: Option<usize>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("error", class_name(skip.kind))?;
+    d.set_item("path", skip.loc.path.as_deref())?;
+    d.set_item("record_index", skip.loc.record_index)?;
+    d.set_item("byte_offset", skip.loc.byte_offset)?;
+    d.set_item("feature", skip.feature.as_deref())?;
+    d.set_item("row", row)?;
+    d.set_item("reason", &skip.reason)?;
+    Ok(d)
 }

@@ -6,6 +6,7 @@ mod codecs;
 mod errors;
 mod parser;
 mod records;
+mod spec;
 
 use pyo3::prelude::*;
 
@@ -21,5 +22,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<records::RecordReader>()?;
     m.add_class::<records::RecordWriter>()?;
     m.add_class::<parser::ExampleParser>()?;
+    m.add_class::<parser::Column>()?;
+    m.add_class::<parser::Parsed>()?;
     Ok(())
 }

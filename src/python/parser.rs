@@ -1,94 +1,65 @@
-//! The parser from Python: [`ExampleParser`] compiles the spec `jaxrec/_spec.py` reduced, and
-//! parses lists of records or chunks with the GIL released, handing columns back as numpy.
+//! The parser from Python: [`ExampleParser`] compiles the `CompiledFeature`s of
+//! `jaxrec/_spec.py` (see [`super::spec`]) and parses lists of records, chunks or rows of
+//! chunks with the GIL released, handing each feature back as a [`Column`].
 
-use numpy::{PyArray1, PyArrayMethods, PyReadonlyArray1};
+use numpy::{PyArray1, PyArray2, PyArrayMethods, PyReadonlyArray1};
 use pyo3::exceptions::{PyIndexError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
-use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
+use pyo3::types::{PyBytes, PyList};
 
+use super::errors::skip_dict;
 use super::records::Chunk;
-use crate::column::{Column, ColumnData};
-use crate::decode::image::{Format as ImageFormat, ImageSpec, PixelType, Resize};
-use crate::decode::spec::{DecoderConfig, Dim, RawSpec, ShapeFrom, TensorSpec, Transform};
-use crate::dtype::OutDType;
-use crate::error::{Error, Location};
-use crate::parse::spec::{CompiledSpec, Defaults, FeatureConfig, Kind};
+use super::spec::{compile, FeatureArg};
+use crate::column::{self, ColumnData};
+use crate::error::{ErrorKind, Location, Skip};
+use crate::parse::spec::CompiledSpec;
 use crate::parse::{self, ParsedBatch};
 
-type FeatureTuple = (
-    String,
-    u8,
-    u8,
-    String,
-    usize,
-    Option<usize>,
-    bool,
-    Option<Vec<f64>>,
-    Option<Vec<i64>>,
-    Option<Vec<Vec<u8>>>,
-    bool,
-);
-
-fn compile(features: Vec<FeatureTuple>) -> Result<CompiledSpec, Error> {
-    let configs = features
-        .into_iter()
-        .map(
-            |(
-                name,
-                kind,
-                _wire,
-                code,
-                n,
-                max_len,
-                truncate,
-                floats,
-                ints,
-                bytes,
-                allow_missing,
-            )| {
-                let kind = match kind {
-                    0 => Kind::Fixed,
-                    1 => Kind::Var,
-                    2 => Kind::Sequence,
-                    k => return Err(Error::internal(format!("unknown feature kind {k}"))),
-                };
-                let defaults = match (floats, ints, bytes) {
-                    (Some(f), None, None) => Defaults::Float(f),
-                    (None, Some(i), None) => Defaults::Int(i),
-                    (None, None, Some(b)) => Defaults::Bytes(b),
-                    (None, None, None) => Defaults::None,
-                    _ => {
-                        return Err(Error::internal(format!(
-                            "feature {name:?}: more than one kind of default"
-                        )))
-                    }
-                };
-                Ok(FeatureConfig {
-                    name,
-                    kind,
-                    dtype: OutDType::from_code(&code)?,
-                    n,
-                    max_len,
-                    truncate,
-                    defaults,
-                    allow_missing,
-                })
-            },
-        )
-        .collect::<Result<Vec<_>, Error>>()?;
-    CompiledSpec::new(configs)
+/// One parsed feature for the whole batch. Every field is named: adding one is one change
+/// here and one where `jaxrec/_parse.py` reads it.
+#[pyclass(module = "jaxrec._native", name = "Column", frozen, get_all)]
+pub(super) struct Column {
+    /// `[batch, ...]` values in the output dtype (float16/bfloat16 as uint16 bit patterns; see
+    /// `view_dtype`).
+    values: Py<PyAny>,
+    /// "float16" or "bfloat16" when `values` holds bit patterns to view as that dtype.
+    view_dtype: Option<&'static str>,
+    /// Var/Sequence features: values (steps) kept per row; for Var feature lists of a
+    /// SequenceExample, per step (`[batch, steps]`).
+    lengths: Option<Py<PyArray1<i32>>>,
+    /// Feature lists of a SequenceExample: steps per row.
+    steps: Option<Py<PyArray1<i64>>>,
+    /// Rows cut to `max_len` (only with `truncate`).
+    truncated: u64,
+    /// Decoded features with `on_error="skip"`: whether each row decoded.
+    valid: Option<Py<PyArray1<bool>>>,
+    /// Decoded features whose shape varies: each row's shape, `[batch, ndim]`.
+    shapes: Option<Py<PyArray2<i32>>>,
+    /// Rows skipped by `on_error="skip"`.
+    skipped: u64,
+    /// The first few of them, as dicts (see `python/errors.rs` `skip_dict`).
+    skips: Py<PyList>,
 }
 
-/// A compiled spec: parses batches of serialized Examples (or SequenceExamples when
-/// `sequence_features` is given) into numpy arrays, with the GIL released.
-#[pyclass(module = "jaxrec._native", frozen)]
-pub(super) struct ExampleParser {
-    context: CompiledSpec,
-    sequence: Option<CompiledSpec>,
+/// A parsed batch: the columns of the Example features (or SequenceExample context), and of
+/// the feature lists, in spec order.
+#[pyclass(module = "jaxrec._native", name = "ParsedBatch", frozen, get_all)]
+pub(super) struct Parsed {
+    /// Columns of the Example features, or of the SequenceExample context.
+    context: Py<PyList>,
+    /// Columns of the SequenceExample feature lists (empty for Examples).
+    sequence: Py<PyList>,
 }
 
-pub(super) fn column_to_py<'py>(py: Python<'py>, col: Column<'_>) -> PyResult<Bound<'py, PyTuple>> {
+/// Converts a column to Python. `feature` names it in skip records; `locate(row)` says where
+/// a row's record is (`None`: rows of an in-memory list, named by their index).
+pub(super) fn column_to_py(
+    py: Python<'_>,
+    col: column::Column<'_>,
+    feature: &str,
+    locate: &dyn Fn(usize) -> Option<Location>,
+) -> PyResult<Column> {
     macro_rules! arr {
         ($v:expr) => {
             PyArray1::from_vec(py, $v)
@@ -96,7 +67,7 @@ pub(super) fn column_to_py<'py>(py: Python<'py>, col: Column<'_>) -> PyResult<Bo
                 .into_any()
         };
     }
-    let (values, view) = match col.data {
+    let (values, view_dtype) = match col.data {
         ColumnData::I8(v) => (arr!(v), None),
         ColumnData::I16(v) => (arr!(v), None),
         ColumnData::I32(v) => (arr!(v), None),
@@ -119,114 +90,113 @@ pub(super) fn column_to_py<'py>(py: Python<'py>, col: Column<'_>) -> PyResult<Bo
             (arr!(objs), None)
         }
     };
-    let lengths = col.lengths.map(|l| PyArray1::from_vec(py, l));
-    let steps = col.steps.map(|s| PyArray1::from_vec(py, s));
-    // Decoded features: per-row valid flags (skip_errors) and per-row shapes [B, ndim].
-    let valid = col.valid.map(|v| PyArray1::from_vec(py, v));
     let rows = col.shape.first().copied().unwrap_or(0);
     let shapes = match col.shapes {
         Some(s) => {
             let ndim = s.len().checked_div(rows).unwrap_or(0);
-            Some(PyArray1::from_vec(py, s).reshape([rows, ndim])?)
+            Some(PyArray1::from_vec(py, s).reshape([rows, ndim])?.unbind())
         }
         None => None,
     };
-    PyTuple::new(
-        py,
-        [
-            values,
-            view.into_pyobject(py)?.into_any(),
-            lengths.into_pyobject(py)?.into_any(),
-            steps.into_pyobject(py)?.into_any(),
-            col.truncated.into_pyobject(py)?.into_any(),
-            valid.into_pyobject(py)?.into_any(),
-            shapes.into_pyobject(py)?.into_any(),
-            col.skipped.into_pyobject(py)?.into_any(),
-            PyList::new(py, col.errors)?.into_any(),
-        ],
-    )
+    let skips = PyList::empty(py);
+    for s in &col.skips {
+        let skip = Skip {
+            kind: ErrorKind::Parse,
+            loc: locate(s.row).unwrap_or_else(|| Location::row(s.row)),
+            feature: Some(feature.to_owned()),
+            reason: s.reason.clone(),
+        };
+        skips.append(skip_dict(py, &skip, Some(s.row))?)?;
+    }
+    Ok(Column {
+        values: values.unbind(),
+        view_dtype,
+        lengths: col.lengths.map(|l| PyArray1::from_vec(py, l).unbind()),
+        steps: col.steps.map(|s| PyArray1::from_vec(py, s).unbind()),
+        truncated: col.truncated,
+        valid: col.valid.map(|v| PyArray1::from_vec(py, v).unbind()),
+        shapes,
+        skipped: col.skipped,
+        skips: skips.unbind(),
+    })
+}
+
+/// A compiled spec: parses batches of serialized Examples (or SequenceExamples when
+/// `sequence_features` is given) into numpy arrays, with the GIL released.
+#[pyclass(module = "jaxrec._native", frozen)]
+pub(super) struct ExampleParser {
+    context: CompiledSpec,
+    sequence: Option<CompiledSpec>,
 }
 
 impl ExampleParser {
     /// Parses `records` with the GIL released; `locate(row)` says where row `row` came from,
-    /// so that errors name the record's file, index and offset rather than its batch row.
-    fn run<'py>(
+    /// so that errors and skip records name the record's file, index and offset rather than
+    /// its row in the batch.
+    fn run(
         &self,
-        py: Python<'py>,
+        py: Python<'_>,
         records: &[&[u8]],
-        locate: impl Fn(usize) -> Option<Location>,
-    ) -> PyResult<Bound<'py, PyTuple>> {
-        let parsed: Result<ParsedBatch<'_>, Error> = py.detach(|| match &self.sequence {
+        locate: &dyn Fn(usize) -> Option<Location>,
+    ) -> PyResult<Parsed> {
+        let parsed = py.detach(|| match &self.sequence {
             None => parse::parse_examples(records, &self.context),
             Some(seq) => parse::parse_sequence_examples(records, &self.context, seq),
         });
-        let parsed = parsed.map_err(|e| e.relocate(&locate))?;
-        let ctx = PyList::new(
-            py,
-            parsed
-                .context
-                .into_iter()
-                .map(|c| column_to_py(py, c))
-                .collect::<PyResult<Vec<_>>>()?,
-        )?;
-        let seq = PyList::new(
-            py,
-            parsed
-                .sequence
-                .into_iter()
-                .map(|c| column_to_py(py, c))
-                .collect::<PyResult<Vec<_>>>()?,
-        )?;
-        PyTuple::new(py, [ctx.into_any(), seq.into_any()])
+        let ParsedBatch { context, sequence } = parsed.map_err(|e| e.relocate(locate))?;
+        let columns = |cols: Vec<column::Column<'_>>, spec: Option<&CompiledSpec>| {
+            let out = PyList::empty(py);
+            for (i, col) in cols.into_iter().enumerate() {
+                let name = spec.and_then(|s| s.features.get(i)).map_or("", |f| &f.name);
+                out.append(column_to_py(py, col, name, locate)?)?;
+            }
+            PyResult::Ok(out.unbind())
+        };
+        Ok(Parsed {
+            context: columns(context, Some(&self.context))?,
+            sequence: columns(sequence, self.sequence.as_ref())?,
+        })
     }
 }
 
 #[pymethods]
 impl ExampleParser {
+    /// Compiles `features` (and `sequence_features`, for SequenceExamples): lists of
+    /// `jaxrec._spec.CompiledFeature`.
     #[new]
-    #[pyo3(signature = (features, sequence_features=None, decoders=None))]
+    #[pyo3(signature = (features, sequence_features=None))]
     fn new(
-        features: Vec<FeatureTuple>,
-        sequence_features: Option<Vec<FeatureTuple>>,
-        decoders: Option<Vec<(usize, String, Bound<'_, PyDict>)>>,
+        features: Vec<FeatureArg<'_>>,
+        sequence_features: Option<Vec<FeatureArg<'_>>>,
     ) -> PyResult<Self> {
-        let decoders = decoders
-            .unwrap_or_default()
-            .into_iter()
-            .map(|(i, kind, params)| Ok((i, decoder_config(&kind, &params)?)))
-            .collect::<PyResult<Vec<_>>>()?;
-        let context = compile(features).and_then(|spec| spec.with_decoders(decoders))?;
+        let context = compile(features)?;
         let sequence = sequence_features.map(compile).transpose()?;
         Ok(ExampleParser { context, sequence })
     }
 
-    /// Parses a list of serialized records. Returns `(context_columns, sequence_columns)`,
-    /// each a list (in spec order) of `(values, view_dtype, lengths, steps, truncated)`.
-    fn parse<'py>(
-        &self,
-        py: Python<'py>,
-        records: Vec<PyBackedBytes>,
-    ) -> PyResult<Bound<'py, PyTuple>> {
+    /// Parses a list of serialized records; errors and skips name each record's index in it.
+    fn parse(&self, py: Python<'_>, records: Vec<PyBackedBytes>) -> PyResult<Parsed> {
         let slices: Vec<&[u8]> = records.iter().map(|r| &r[..]).collect();
-        self.run(py, &slices, |_| None)
+        self.run(py, &slices, &|_| None)
     }
 
-    /// Parses every record of a chunk; errors name the chunk's file, record index and offset.
-    fn parse_chunk<'py>(&self, py: Python<'py>, chunk: &Chunk) -> PyResult<Bound<'py, PyTuple>> {
+    /// Parses every record of a chunk; errors and skips name the chunk's file, record index
+    /// and offset.
+    fn parse_chunk(&self, py: Python<'_>, chunk: &Chunk) -> PyResult<Parsed> {
         let slices = chunk.records();
-        self.run(py, &slices, |row| chunk.location(row))
+        self.run(py, &slices, &|row| chunk.location(row))
     }
 
     /// Parses a batch gathered from several chunks: row i is record `rows[i]` of chunk
-    /// `chunks[which[i]]` (the loader's shuffled order). Errors name that record's file,
-    /// index and offset.
+    /// `chunks[which[i]]` (the loader's shuffled order). Errors and skips name that record's
+    /// file, index and offset.
     fn parse_rows<'py>(
         &self,
         py: Python<'py>,
         chunks: Vec<PyRef<'py, Chunk>>,
         which: PyReadonlyArray1<'py, i64>,
         rows: PyReadonlyArray1<'py, i64>,
-    ) -> PyResult<Bound<'py, PyTuple>> {
+    ) -> PyResult<Parsed> {
         let (which, rows) = (which.as_slice()?, rows.as_slice()?);
         if which.len() != rows.len() {
             return Err(PyValueError::new_err(
@@ -246,99 +216,8 @@ impl ExampleParser {
                 _ => return Err(PyIndexError::new_err(format!("no record {r} in chunk {c}"))),
             }
         }
-        self.run(py, &slices, |i| {
+        self.run(py, &slices, &|i| {
             origins.get(i).and_then(|(chunk, row)| chunk.location(*row))
         })
     }
-}
-
-/// Reads `params[key]`, failing with a spec error when it is absent.
-fn param<'py, T: FromPyObjectOwned<'py>>(params: &Bound<'py, PyDict>, key: &str) -> PyResult<T> {
-    match params.get_item(key)? {
-        Some(v) => v.extract().map_err(Into::into),
-        None => Err(PyValueError::new_err(format!(
-            "decoder parameter {key:?} is missing"
-        ))),
-    }
-}
-
-fn dims(items: Vec<Bound<'_, PyAny>>) -> PyResult<Vec<Dim>> {
-    items
-        .into_iter()
-        .map(|d| {
-            if d.is_none() {
-                return Ok(Dim::Any);
-            }
-            if let Ok(name) = d.extract::<String>() {
-                return Ok(Dim::Feature { name, slot: 0 });
-            }
-            match d.extract::<i64>()? {
-                -1 => Ok(Dim::Infer),
-                n => usize::try_from(n)
-                    .map(Dim::Fixed)
-                    .map_err(|_| PyValueError::new_err(format!("bad dimension {n}"))),
-            }
-        })
-        .collect()
-}
-
-/// Builds a decoder from `jaxrec/_spec.py`'s `(kind, params)` (see `CompiledFeature.decoder`).
-fn decoder_config(kind: &str, p: &Bound<'_, PyDict>) -> PyResult<DecoderConfig> {
-    let code: String = param(p, "dtype")?;
-    let dtype = OutDType::from_code(&code).map_err(|e| PyValueError::new_err(e.to_string()))?;
-    let transform = match kind {
-        "image" => Transform::Image(ImageSpec {
-            height: param(p, "height")?,
-            width: param(p, "width")?,
-            channels: param(p, "channels")?,
-            format: match param::<String>(p, "format")?.as_str() {
-                "jpeg" => ImageFormat::Jpeg,
-                "png" => ImageFormat::Png,
-                _ => ImageFormat::Auto,
-            },
-            resize: match param::<Option<String>>(p, "resize")?.as_deref() {
-                None => Resize::None,
-                Some("crop_or_pad") => Resize::CropOrPad,
-                Some("bilinear") => Resize::Bilinear {
-                    antialias: param(p, "antialias")?,
-                },
-                Some(other) => {
-                    return Err(PyValueError::new_err(format!("unknown resize {other:?}")))
-                }
-            },
-            pixel: if dtype == OutDType::F32 {
-                PixelType::F32
-            } else {
-                PixelType::U8
-            },
-            max_pixels: param(p, "max_pixels")?,
-        }),
-        "raw" => Transform::Raw(RawSpec {
-            dtype,
-            shape: match param::<Option<String>>(p, "shape_feature")? {
-                Some(name) => ShapeFrom::Feature {
-                    name,
-                    slot: 0,
-                    ndim: param(p, "ndim")?,
-                },
-                None => ShapeFrom::Dims(dims(param(p, "dims")?)?),
-            },
-            max_shape: param(p, "max_shape")?,
-            little_endian: param(p, "little_endian")?,
-        }),
-        "tensor" => Transform::Tensor(TensorSpec {
-            dtype,
-            shape: dims(param(p, "dims")?)?,
-            max_shape: param(p, "max_shape")?,
-        }),
-        other => {
-            return Err(PyValueError::new_err(format!(
-                "unknown decoder kind {other:?}"
-            )))
-        }
-    };
-    Ok(DecoderConfig {
-        transform,
-        skip_errors: param::<String>(p, "on_error")? == "skip",
-    })
 }

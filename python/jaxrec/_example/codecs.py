@@ -23,8 +23,8 @@ import numpy as np
 
 from jaxrec import _native
 from jaxrec._example.encode import _varint
-from jaxrec._parse import _VIEWS
-from jaxrec._spec import _dtype_code, _resolve_dtype
+from jaxrec._parse import column_values
+from jaxrec._spec import dtype_code, resolve_dtype
 from jaxrec.errors import EncodeError, FeatureSpecError
 
 __all__ = ["decode_image", "encode_jpeg", "encode_png", "parse_tensor", "serialize_tensor"]
@@ -198,10 +198,8 @@ def parse_tensor(serialized: bytes, dtype: Any) -> np.ndarray:
         ExampleParseError: malformed, or of another dtype.
         FeatureSpecError: ``dtype`` is not supported.
     """
-    resolved = _resolve_dtype(dtype)
+    resolved = resolve_dtype(dtype)
     if resolved is not bytes and resolved not in _TF_DTYPES:
         raise FeatureSpecError(f"parse_tensor: unsupported dtype {resolved}")
-    values, view = _native.parse_tensor(bytes(serialized), _dtype_code(resolved))[:2]
-    if view is not None:
-        values = values.view(_VIEWS[view])
+    values = column_values(_native.parse_tensor(bytes(serialized), dtype_code(resolved)))
     return values.reshape(values.shape[1:])
