@@ -10,6 +10,7 @@ use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
 use pyo3::types::{PyBytes, PyDict, PyList};
 
+use super::errors::skip_dict;
 use crate::error::{Error, Location};
 use crate::records::compress::{self, Compression};
 use crate::records::crc;
@@ -258,7 +259,8 @@ impl RecordReader {
         Ok(lock(&self.inner, "reader")?.compression().name())
     }
 
-    /// Counters: records, bytes, skipped_records, skipped_bytes, errors (first messages).
+    /// Counters: `records`, `bytes`, `skipped_records`, `skipped_bytes`; and the first 100
+    /// skipped records, as messages (`errors`) and as dicts (`skips`, see `skip_dict`).
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let s = lock(&self.inner, "reader")?.stats().clone();
         let d = PyDict::new(py);
@@ -266,7 +268,13 @@ impl RecordReader {
         d.set_item("bytes", s.bytes)?;
         d.set_item("skipped_records", s.skipped_records)?;
         d.set_item("skipped_bytes", s.skipped_bytes)?;
-        d.set_item("errors", s.errors)?;
+        let errors: Vec<String> = s.skips.iter().map(ToString::to_string).collect();
+        d.set_item("errors", errors)?;
+        let skips = PyList::empty(py);
+        for skip in &s.skips {
+            skips.append(skip_dict(py, skip, None)?)?;
+        }
+        d.set_item("skips", skips)?;
         Ok(d)
     }
 }

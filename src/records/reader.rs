@@ -9,13 +9,13 @@ use std::sync::Arc;
 use super::compress::{self, Compression, Source};
 use super::crc::masked_crc32c;
 use super::{FOOTER, HEADER};
-use crate::error::{Error, Location, Result};
+use crate::error::{Error, Location, Result, Skip};
 
 /// When the stream length is unknown (compressed files) a record is read in steps of this size,
 /// so a corrupt length of petabytes costs at most one step of memory before the stream ends.
 const GROW_STEP: usize = 64 << 20;
-/// How many error messages the stats keep when records are skipped.
-const MAX_KEPT_ERRORS: usize = 100;
+/// How many skipped records the stats describe (they count them all).
+const MAX_KEPT_SKIPS: usize = 100;
 
 /// Options of a [`RecordReader`].
 #[derive(Debug, Clone, Copy)]
@@ -83,8 +83,8 @@ pub struct ReadStats {
     pub skipped_records: u64,
     /// Stream bytes skipped with them, as far as known.
     pub skipped_bytes: u64,
-    /// The first messages of what was skipped.
-    pub errors: Vec<String>,
+    /// The first records skipped ([`MAX_KEPT_SKIPS`]): where, and why.
+    pub skips: Vec<Skip>,
 }
 
 /// Reads framed records from one (possibly compressed) stream.
@@ -265,8 +265,8 @@ impl RecordReader {
         }
         self.stats.skipped_records += 1;
         self.stats.skipped_bytes += skipped_bytes;
-        if self.stats.errors.len() < MAX_KEPT_ERRORS {
-            self.stats.errors.push(err.to_string());
+        if self.stats.skips.len() < MAX_KEPT_SKIPS {
+            self.stats.skips.push(err.to_skip());
         }
         Ok(())
     }
@@ -454,6 +454,7 @@ impl RecordReader {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::ErrorKind;
     use crate::records::writer::write_record;
 
     fn framed(records: &[&[u8]]) -> Vec<u8> {
@@ -531,6 +532,15 @@ mod tests {
             vec![b"abc".to_vec()]
         );
         assert_eq!(r.stats().skipped_records, 1);
+        let skip = &r.stats().skips[0];
+        assert_eq!(skip.kind, ErrorKind::Corrupt);
+        assert_eq!(skip.loc.record_index, Some(1));
+        assert_eq!(skip.loc.byte_offset, Some(second as u64));
+        assert!(skip.reason.starts_with("data CRC mismatch"), "{skip}");
+        assert_eq!(
+            skip.to_string(),
+            format!("mem, record 1, byte offset {second}: {}", skip.reason)
+        );
     }
 
     #[test]
