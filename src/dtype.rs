@@ -40,6 +40,24 @@ pub enum OutDType {
 }
 
 impl OutDType {
+    /// Every output dtype.
+    pub const ALL: [OutDType; 14] = [
+        OutDType::I8,
+        OutDType::I16,
+        OutDType::I32,
+        OutDType::I64,
+        OutDType::U8,
+        OutDType::U16,
+        OutDType::U32,
+        OutDType::U64,
+        OutDType::Bool,
+        OutDType::F16,
+        OutDType::BF16,
+        OutDType::F32,
+        OutDType::F64,
+        OutDType::Bytes,
+    ];
+
     /// Parses the codes `jaxrec/_spec.py` uses. An unknown code breaks the boundary contract.
     pub fn from_code(code: &str) -> Result<Self> {
         Ok(match code {

@@ -14,6 +14,7 @@ __all__ = [
     "encode_png",
     "encode_jpeg",
     "parse_tensor",
+    "serialize_tensor",
     "masked_crc32c",
     "Chunk",
     "RecordReader",
@@ -147,6 +148,9 @@ def encode_jpeg(
     chroma_downsampling: bool = True,
 ) -> bytes:
     """Encodes `height x width x channels` uint8 pixels as baseline JPEG, GIL released."""
+
+def serialize_tensor(dtype: str, shape: tuple[int, ...], values: bytes | list[bytes]) -> bytes:
+    """Serializes a tensor as a TensorProto, byte for byte like `tf.io.serialize_tensor`."""
 
 def parse_tensor(data: bytes, dtype: str) -> Column:
     """Decodes a serialized TensorProto holding `dtype` (a spec dtype code) into one row."""

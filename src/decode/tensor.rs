@@ -9,6 +9,7 @@ use super::tensor_proto::{
     count_values, parse_tensor_proto, split_strings, tf_dtype, tf_dtype_name, typed_values,
     value_field, TensorView,
 };
+pub use super::tensor_proto::{serialize_tensor, TensorValues};
 use super::MAX_ROW_BYTES;
 use crate::column::{Column, ColumnData};
 use crate::dtype::OutDType;

@@ -15,7 +15,8 @@
 
 use super::rows::{row_err, to_dim, RowError, RowResult};
 use crate::dtype::OutDType;
-use crate::wire::{self, read_key, read_len_delimited, read_varint, skip_value};
+use crate::error::{Error, Result};
+use crate::wire::{self, read_key, read_len_delimited, read_varint, skip_value, write_varint};
 
 /// The parts of a `TensorProto` the decoder needs, borrowed from the record.
 pub(super) struct TensorView<'a> {
@@ -26,7 +27,8 @@ pub(super) struct TensorView<'a> {
     pub(super) values: Vec<(u64, u8, &'a [u8])>,
 }
 
-/// TensorFlow's `DataType` number for an output dtype.
+/// TensorFlow's `DataType` number of an output dtype (tensorflow/core/framework/types.proto):
+/// the one copy of this table in jaxrec (Python's `serialize_tensor` calls [`serialize_tensor`]).
 pub(super) fn tf_dtype(dtype: OutDType) -> i64 {
     match dtype {
         OutDType::F32 => 1,
@@ -46,27 +48,14 @@ pub(super) fn tf_dtype(dtype: OutDType) -> i64 {
     }
 }
 
+/// The name of TensorFlow `DataType` `code`, for messages.
 pub(super) fn tf_dtype_name(code: i64) -> String {
-    let name = match code {
-        1 => "float32",
-        2 => "float64",
-        3 => "int32",
-        4 => "uint8",
-        5 => "int16",
-        6 => "int8",
-        7 => "string",
-        8 => "complex64",
-        9 => "int64",
-        10 => "bool",
-        14 => "bfloat16",
-        17 => "uint16",
-        18 => "complex128",
-        19 => "float16",
-        22 => "uint32",
-        23 => "uint64",
-        _ => return format!("DataType {code}"),
-    };
-    name.to_string()
+    match OutDType::ALL.into_iter().find(|&d| tf_dtype(d) == code) {
+        Some(d) => d.name().to_string(),
+        None if code == 8 => "complex64".to_string(),
+        None if code == 18 => "complex128".to_string(),
+        None => format!("DataType {code}"),
+    }
 }
 
 /// The `*_val` field that holds elements of TensorFlow dtype `code`.
@@ -221,4 +210,140 @@ pub(super) fn split_strings(content: &[u8], n: usize) -> RowResult<Vec<&[u8]>> {
         pos = end;
     }
     Ok(out)
+}
+
+/// The elements of a tensor to serialize.
+#[derive(Debug, Clone, Copy)]
+pub enum TensorValues<'a> {
+    /// Numeric or bool elements, little-endian, row-major: what `tensor_content` holds.
+    Content(&'a [u8]),
+    /// Strings, one per element, row-major.
+    Strings(&'a [&'a [u8]]),
+}
+
+/// Appends field `field` of wire type LEN holding `value`.
+fn write_len_field(out: &mut Vec<u8>, field: u64, value: &[u8]) {
+    write_varint(out, (field << 3) | u64::from(wire::LEN));
+    write_varint(out, value.len() as u64);
+    out.extend_from_slice(value);
+}
+
+/// Serializes a tensor of `dtype` and `shape` as a `TensorProto`, byte for byte what
+/// `tf.io.serialize_tensor` writes: the dtype, the shape (a size-0 dimension is an empty
+/// `Dim`, as proto3 omits zeros), then numbers as one `tensor_content` (left out when empty)
+/// and strings as repeated `string_val`.
+pub fn serialize_tensor(
+    dtype: OutDType,
+    shape: &[u64],
+    values: TensorValues<'_>,
+) -> Result<Vec<u8>> {
+    let numel = shape
+        .iter()
+        .try_fold(1u64, |a, &d| a.checked_mul(d))
+        .ok_or_else(|| Error::encode("serialize_tensor: the shape's size overflows"))?;
+    let mut out = Vec::new();
+    write_varint(&mut out, 1 << 3 | u64::from(wire::VARINT));
+    write_varint(&mut out, tf_dtype(dtype) as u64);
+    let mut dims = Vec::new();
+    for &d in shape {
+        let mut dim = Vec::new();
+        if d != 0 {
+            write_varint(&mut dim, 1 << 3 | u64::from(wire::VARINT));
+            write_varint(&mut dim, d);
+        }
+        write_len_field(&mut dims, 2, &dim);
+    }
+    write_len_field(&mut out, 2, &dims);
+    match (dtype, values) {
+        (OutDType::Bytes, TensorValues::Strings(strings)) => {
+            if strings.len() as u64 != numel {
+                return Err(Error::encode(format!(
+                    "serialize_tensor: {} strings for {numel} elements",
+                    strings.len()
+                )));
+            }
+            for s in strings {
+                write_len_field(&mut out, 8, s);
+            }
+        }
+        (OutDType::Bytes, TensorValues::Content(_)) | (_, TensorValues::Strings(_)) => {
+            return Err(Error::encode(
+                "serialize_tensor: strings go in string_val, numbers in tensor_content",
+            ));
+        }
+        (_, TensorValues::Content(content)) => {
+            if numel.checked_mul(dtype.size() as u64) != Some(content.len() as u64) {
+                return Err(Error::encode(format!(
+                    "serialize_tensor: {} bytes are not {numel} {} elements",
+                    content.len(),
+                    dtype.name()
+                )));
+            }
+            if !content.is_empty() {
+                write_len_field(&mut out, 4, content);
+            }
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_dtype_has_a_tensorflow_number_and_name() {
+        for d in OutDType::ALL {
+            assert_eq!(tf_dtype_name(tf_dtype(d)), d.name());
+        }
+        assert_eq!(tf_dtype_name(8), "complex64");
+        assert_eq!(tf_dtype_name(99), "DataType 99");
+    }
+
+    #[test]
+    fn serialize_writes_tensorflows_bytes() {
+        // tf.io.serialize_tensor(tf.constant([[1, 2, 3]], tf.int32)).numpy()
+        let content: Vec<u8> = [1i32, 2, 3].iter().flat_map(|v| v.to_le_bytes()).collect();
+        let got =
+            serialize_tensor(OutDType::I32, &[1, 3], TensorValues::Content(&content)).unwrap();
+        let mut want = vec![
+            0x08, 0x03, 0x12, 0x08, 0x12, 0x02, 0x08, 0x01, 0x12, 0x02, 0x08, 0x03,
+        ];
+        want.extend([0x22, 12]);
+        want.extend(&content);
+        assert_eq!(got, want);
+        // tf.io.serialize_tensor(tf.constant([b"ab", b""])): string_val, one per element.
+        let got =
+            serialize_tensor(OutDType::Bytes, &[2], TensorValues::Strings(&[b"ab", b""])).unwrap();
+        assert_eq!(
+            got,
+            [0x08, 0x07, 0x12, 0x04, 0x12, 0x02, 0x08, 0x02, 0x42, 0x02, b'a', b'b', 0x42, 0x00]
+        );
+        // A zero dimension is an empty Dim, and an empty tensor has no tensor_content.
+        let got = serialize_tensor(OutDType::F32, &[0], TensorValues::Content(&[])).unwrap();
+        assert_eq!(got, [0x08, 0x01, 0x12, 0x02, 0x12, 0x00]);
+    }
+
+    #[test]
+    fn serialize_checks_the_element_count() {
+        assert!(serialize_tensor(OutDType::I32, &[2], TensorValues::Content(&[0; 4])).is_err());
+        assert!(serialize_tensor(OutDType::Bytes, &[2], TensorValues::Strings(&[b"a"])).is_err());
+        assert!(serialize_tensor(OutDType::I8, &[1], TensorValues::Strings(&[b"a"])).is_err());
+        assert!(
+            serialize_tensor(OutDType::I8, &[u64::MAX, 2], TensorValues::Content(&[])).is_err()
+        );
+    }
+
+    #[test]
+    fn serialized_tensors_parse_back() {
+        let content: Vec<u8> = [1.5f64, -2.0]
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect();
+        let bytes =
+            serialize_tensor(OutDType::F64, &[2, 1], TensorValues::Content(&content)).unwrap();
+        let view = parse_tensor_proto(&bytes).ok().unwrap();
+        assert_eq!((view.dtype, view.shape.clone()), (2, vec![2, 1]));
+        assert_eq!(view.content, Some(&content[..]));
+    }
 }

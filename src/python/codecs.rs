@@ -8,7 +8,7 @@ use pyo3::types::PyBytes;
 
 use super::parser::{column_to_py, Column};
 use crate::decode::image::{self, Format as ImageFormat};
-use crate::decode::tensor;
+use crate::decode::tensor::{self, TensorValues};
 use crate::dtype::OutDType;
 
 /// Decodes JPEG or PNG bytes to a `(height, width, channels)` uint8 array, GIL released.
@@ -84,4 +84,35 @@ pub(super) fn parse_tensor(py: Python<'_>, data: PyBackedBytes, dtype: &str) -> 
     let dtype = OutDType::from_code(dtype)?;
     let col = py.detach(|| tensor::parse_tensor(&data, dtype))?;
     column_to_py(py, col, "tensor", &|_| None)
+}
+
+/// What `serialize_tensor` gets: numeric elements as little-endian bytes, or one bytes object
+/// per string element.
+#[derive(FromPyObject)]
+pub(super) enum TensorValuesArg {
+    Content(PyBackedBytes),
+    Strings(Vec<PyBackedBytes>),
+}
+
+/// Serializes a tensor of `dtype` (a spec dtype code) and `shape` as a `TensorProto`, byte for
+/// byte like `tf.io.serialize_tensor`; `values` is its little-endian elements (numbers) or a
+/// list of bytes (strings).
+#[pyfunction]
+pub(super) fn serialize_tensor<'py>(
+    py: Python<'py>,
+    dtype: &str,
+    shape: Vec<u64>,
+    values: TensorValuesArg,
+) -> PyResult<Bound<'py, PyBytes>> {
+    let dtype = OutDType::from_code(dtype)?;
+    let out = py.detach(|| match &values {
+        TensorValuesArg::Content(c) => {
+            tensor::serialize_tensor(dtype, &shape, TensorValues::Content(c))
+        }
+        TensorValuesArg::Strings(s) => {
+            let strings: Vec<&[u8]> = s.iter().map(|b| &b[..]).collect();
+            tensor::serialize_tensor(dtype, &shape, TensorValues::Strings(&strings))
+        }
+    })?;
+    Ok(PyBytes::new(py, &out))
 }

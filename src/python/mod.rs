@@ -17,6 +17,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(codecs::encode_png, m)?)?;
     m.add_function(wrap_pyfunction!(codecs::encode_jpeg, m)?)?;
     m.add_function(wrap_pyfunction!(codecs::parse_tensor, m)?)?;
+    m.add_function(wrap_pyfunction!(codecs::serialize_tensor, m)?)?;
     m.add_function(wrap_pyfunction!(records::masked_crc32c, m)?)?;
     m.add_class::<records::Chunk>()?;
     m.add_class::<records::RecordReader>()?;
