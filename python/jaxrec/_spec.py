@@ -112,6 +112,18 @@ def _shape(shape: Any, what: str) -> tuple[int, ...]:
     return tuple(int(d) for d in dims)
 
 
+# Values one row of a feature may hold: lengths and shapes come back as int32.
+_MAX_ROW_VALUES = 2**31 - 1
+
+
+def _check_row_size(count: int, what: str, holds: str) -> None:
+    if count > _MAX_ROW_VALUES:
+        raise FeatureSpecError(
+            f"{what}: {holds} {count} values per row, over the limit of 2**31 - 1 "
+            "(lengths and shapes are int32)"
+        )
+
+
 def _max_len(max_len: Any, what: str) -> int | None:
     if max_len is None:
         return None
@@ -456,9 +468,10 @@ def _default_values(
     if dtype in _INT_CODES:
         if flat.dtype.kind == "f" and not np.all(np.equal(np.mod(flat, 1), 0)):
             raise FeatureSpecError(f"feature {name!r}: default_value {default!r} is not integral")
+        # Values travel as int64 (Int64List's type), so uint64 holds 0..2**63-1 here too.
         info = np.iinfo(np.int64) if dtype == np.bool_ else np.iinfo(dtype)
-        lo, hi = (0, 1) if dtype == np.bool_ else (info.min, info.max)
-        if flat.size and (flat.min() < lo or flat.max() > hi):
+        lo, hi = (0, 1) if dtype == np.bool_ else (int(info.min), min(int(info.max), 2**63 - 1))
+        if flat.size and (int(flat.min()) < lo or int(flat.max()) > hi):
             raise FeatureSpecError(
                 f"feature {name!r}: default_value {default!r} does not fit {dtype}"
             )
@@ -504,6 +517,7 @@ def _compile_decoded(name: str, feature: Any, what: str) -> CompiledFeature:
                 f"{what}: Image shape is (height, width, channels) with channels 1, 3 or 4, "
                 f"got {tuple(feature.shape)}"
             )
+        _check_row_size(math.prod(shape), what, "an image of that shape holds")
         dtype = resolve_dtype(feature.dtype)
         if dtype not in (np.dtype(np.uint8), np.dtype(np.float32)):
             raise FeatureSpecError(f"{what}: Image dtype must be uint8 or float32, got {dtype}")
@@ -634,6 +648,7 @@ def compile_feature(name: str, feature: Any, *, in_sequence: bool = False) -> Co
             )
         dtype = resolve_dtype(feature.dtype)
         shape = _shape(feature.shape, what)
+        _check_row_size(math.prod(shape), what, "its shape holds")
         default = (
             None
             if feature.default_value is None
@@ -655,13 +670,15 @@ def compile_feature(name: str, feature: Any, *, in_sequence: bool = False) -> Co
         pad = feature.pad_value
         if pad is None:
             pad = b"" if dtype is bytes else 0
+        max_len = _max_len(feature.max_len, what)
+        _check_row_size(max_len or 0, what, "max_len pads to")
         return CompiledFeature(
             name,
             KIND_VAR,
             dtype,
             dtype_code(dtype),
             (),
-            _max_len(feature.max_len, what),
+            max_len,
             bool(feature.truncate),
             _default_values(pad, dtype, 1, name),
             True,
@@ -669,6 +686,10 @@ def compile_feature(name: str, feature: Any, *, in_sequence: bool = False) -> Co
     if isinstance(feature, FixedLenSequenceFeature):
         dtype = resolve_dtype(feature.dtype)
         shape = _shape(feature.shape, what)
+        if math.prod(shape) == 0:
+            raise FeatureSpecError(
+                f"{what}: a sequence step must hold at least one value, got shape {list(shape)}"
+            )
         if not in_sequence and not feature.allow_missing:
             raise FeatureSpecError(
                 f"{what}: FixedLenSequenceFeature in parse_example requires allow_missing=True "
@@ -678,13 +699,15 @@ def compile_feature(name: str, feature: Any, *, in_sequence: bool = False) -> Co
         if pad is None:
             pad = b"" if dtype is bytes else 0
         pad_values = _default_values(pad, dtype, 1, name)
+        max_len = _max_len(feature.max_len, what)
+        _check_row_size(math.prod(shape) * (max_len or 1), what, "max_len steps of its shape hold")
         return CompiledFeature(
             name,
             KIND_SEQUENCE,
             dtype,
             dtype_code(dtype),
             shape,
-            _max_len(feature.max_len, what),
+            max_len,
             bool(feature.truncate),
             pad_values,
             bool(feature.allow_missing),

@@ -1,6 +1,27 @@
 //! A feature spec compiled for the parser: what each requested feature is read from, into
-//! which dtype and shape, and a hash table from feature name to slot. Built once per spec
-//! (`jaxrec/_spec.py` validates the user's spec and passes the reduced form here).
+//! which dtype and shape, and a hash table from feature name to slot. Built once per spec.
+//!
+//! # The boundary contract
+//!
+//! `jaxrec/_spec.py` is the one place for the rules users see (and their messages): it
+//! validates the user's spec and passes the reduced form here. This compiler checks only the
+//! invariants the parser's memory safety rests on, and refuses a spec that breaks one with an
+//! [`Error::Internal`] (a bug in jaxrec, never the user's fault, and never a panic):
+//!
+//! - defaults: `None` only for fixed features; otherwise of the dtype's list type, `n` of them
+//!   (fixed) or one padding value (var, sequence) — rows are filled by copying them;
+//! - a sequence step holds at least one value (steps are counted by dividing by it);
+//! - a row holds at most [`MAX_ROW_VALUES`] values: `n`, `max_len * n`, an image's
+//!   `height * width * channels` (lengths and shapes are int32, and sizes are multiplied
+//!   unchecked when the batch is allocated);
+//! - names are unique (one slot each);
+//! - decoders sit only on scalar bytes features (one value to decode per row);
+//! - a raw tensor decodes to a numeric dtype (elements have a size) with at most one `-1`;
+//!   a serialized tensor's dims are sizes or any;
+//! - `max_shape` has the shape's rank; an image is `height, width > 0` with 1, 3 or 4 channels.
+//!
+//! `tests/unit/test_spec_contract.py` checks that every spec `_spec.py` accepts compiles here,
+//! so a rule added on one side only fails a test.
 
 use rustc_hash::FxHashMap;
 
@@ -74,42 +95,54 @@ pub struct CompiledSpec {
     pub aux: Vec<String>,
 }
 
+/// Values one row of a feature may hold (see the boundary contract).
+pub const MAX_ROW_VALUES: usize = i32::MAX as usize;
+
+/// Refuses a spec that breaks the boundary contract (see the module docs).
+fn contract(ok: bool, feature: &str, broken: impl FnOnce() -> String) -> Result<()> {
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::internal(format!(
+            "the spec compiler refused feature {feature:?}: {}",
+            broken()
+        )))
+    }
+}
+
 impl CompiledSpec {
-    /// Checks the configs for consistency and builds the name table.
+    /// Checks the configs against the boundary contract and builds the name table.
     pub fn new(features: Vec<FeatureConfig>) -> Result<Self> {
         let mut lookup = FxHashMap::default();
         for (i, f) in features.iter().enumerate() {
+            let want = if f.kind == Kind::Fixed { f.n } else { 1 };
             let ok_defaults = match (&f.defaults, f.wire()) {
                 (Defaults::None, _) => f.kind == Kind::Fixed,
-                (Defaults::Int(v), Wire::Int64) => {
-                    v.len() == if f.kind == Kind::Fixed { f.n } else { 1 }
-                }
-                (Defaults::Float(v), Wire::Float) => {
-                    v.len() == if f.kind == Kind::Fixed { f.n } else { 1 }
-                }
-                (Defaults::Bytes(v), Wire::Bytes) => {
-                    v.len() == if f.kind == Kind::Fixed { f.n } else { 1 }
-                }
+                (Defaults::Int(v), Wire::Int64) => v.len() == want,
+                (Defaults::Float(v), Wire::Float) => v.len() == want,
+                (Defaults::Bytes(v), Wire::Bytes) => v.len() == want,
                 _ => false,
             };
-            if !ok_defaults {
-                return Err(Error::internal(format!(
-                    "feature {:?}: default/padding values do not match its dtype or shape",
-                    f.name
-                )));
-            }
-            if f.kind == Kind::Sequence && f.n == 0 {
-                return Err(Error::internal(format!(
-                    "feature {:?}: a sequence step must hold at least one value",
-                    f.name
-                )));
-            }
-            if lookup.insert(f.name.as_bytes().into(), i).is_some() {
-                return Err(Error::internal(format!(
-                    "feature {:?} is listed twice",
-                    f.name
-                )));
-            }
+            let name = &f.name;
+            contract(ok_defaults, name, || {
+                "default/padding values do not match its dtype or shape".into()
+            })?;
+            contract(f.kind != Kind::Sequence || f.n > 0, name, || {
+                "a sequence step holds no value".into()
+            })?;
+            let row = match f.kind {
+                Kind::Fixed => Some(f.n),
+                Kind::Var => Some(f.max_len.unwrap_or(0)),
+                Kind::Sequence => f.n.checked_mul(f.max_len.unwrap_or(1)),
+            };
+            contract(row.is_some_and(|r| r <= MAX_ROW_VALUES), name, || {
+                format!("a row holds over {MAX_ROW_VALUES} values")
+            })?;
+            contract(
+                lookup.insert(name.as_bytes().into(), i).is_none(),
+                name,
+                || "it is listed twice".into(),
+            )?;
         }
         let decoders = vec![None; features.len()];
         Ok(CompiledSpec {
@@ -130,27 +163,22 @@ impl CompiledSpec {
                     "decoder for feature #{i}, which does not exist"
                 )));
             };
-            if f.kind != Kind::Fixed || f.dtype != OutDType::Bytes || f.n != 1 {
-                return Err(Error::internal(format!(
-                    "feature {:?}: only a scalar bytes feature can be decoded",
-                    f.name
-                )));
-            }
             let name = f.name.clone();
+            let scalar_bytes = f.kind == Kind::Fixed && f.dtype == OutDType::Bytes && f.n == 1;
+            contract(scalar_bytes, &name, || {
+                "only a scalar bytes feature can be decoded".into()
+            })?;
             match &mut dec.transform {
                 Transform::Raw(raw) => {
-                    if raw.dtype == OutDType::Bytes {
-                        return Err(Error::internal(format!(
-                            "feature {name:?}: raw bytes decode to a numeric dtype"
-                        )));
-                    }
+                    contract(raw.dtype != OutDType::Bytes, &name, || {
+                        "raw bytes decode to a numeric dtype".into()
+                    })?;
                     match &mut raw.shape {
                         ShapeFrom::Dims(dims) => {
-                            if dims.iter().filter(|d| **d == Dim::Infer).count() > 1 {
-                                return Err(Error::internal(format!(
-                                    "feature {name:?}: at most one -1 in a shape"
-                                )));
-                            }
+                            let inferred = dims.iter().filter(|d| **d == Dim::Infer).count();
+                            contract(inferred <= 1, &name, || {
+                                "more than one -1 in a shape".into()
+                            })?;
                             for d in dims.iter_mut() {
                                 if let Dim::Feature { name, slot } = d {
                                     *slot = self.slot_for(name);
@@ -162,20 +190,26 @@ impl CompiledSpec {
                     check_max_shape(&name, raw.shape.ndim(), raw.max_shape.as_deref())?;
                 }
                 Transform::Tensor(t) => {
-                    if t.shape
+                    let sizes = t
+                        .shape
                         .iter()
-                        .any(|d| !matches!(d, Dim::Fixed(_) | Dim::Any))
-                    {
-                        return Err(Error::internal(format!(
-                            "feature {name:?}: a tensor's dims are sizes or any"
-                        )));
-                    }
+                        .all(|d| matches!(d, Dim::Fixed(_) | Dim::Any));
+                    contract(sizes, &name, || "a tensor's dims are sizes or any".into())?;
                     check_max_shape(&name, t.shape.len(), t.max_shape.as_deref())?;
                 }
                 Transform::Image(img) => {
-                    if !matches!(img.channels, 1 | 3 | 4) || img.height == 0 || img.width == 0 {
-                        return Err(Error::internal(format!("feature {name:?}: an image shape is (height > 0, width > 0, 1 | 3 | 4)")));
-                    }
+                    let shape =
+                        matches!(img.channels, 1 | 3 | 4) && img.height > 0 && img.width > 0;
+                    contract(shape, &name, || {
+                        "an image shape is (height > 0, width > 0, 1 | 3 | 4)".into()
+                    })?;
+                    let values = img
+                        .height
+                        .checked_mul(img.width)
+                        .and_then(|n| n.checked_mul(img.channels));
+                    contract(values.is_some_and(|n| n <= MAX_ROW_VALUES), &name, || {
+                        format!("an image holds over {MAX_ROW_VALUES} values")
+                    })?;
                 }
             }
             self.decoders[i] = Some(dec);
@@ -219,11 +253,230 @@ impl CompiledSpec {
 }
 
 fn check_max_shape(name: &str, ndim: usize, max_shape: Option<&[usize]>) -> Result<()> {
-    match max_shape {
-        Some(m) if m.len() != ndim => Err(Error::internal(format!(
-            "feature {name:?}: max_shape has {} dims but the shape has {ndim}",
-            m.len()
-        ))),
-        _ => Ok(()),
+    let rank = max_shape.map_or(ndim, <[usize]>::len);
+    contract(rank == ndim, name, || {
+        format!("max_shape has {rank} dims but the shape has {ndim}")
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::decode::image::{Format, ImageSpec, PixelType, Resize};
+    use crate::decode::spec::{RawSpec, TensorSpec};
+
+    fn feature(name: &str, kind: Kind, dtype: OutDType, n: usize) -> FeatureConfig {
+        let pad = |count| match dtype.wire() {
+            Wire::Int64 => Defaults::Int(vec![0; count]),
+            Wire::Float => Defaults::Float(vec![0.0; count]),
+            Wire::Bytes => Defaults::Bytes(vec![Vec::new(); count]),
+        };
+        FeatureConfig {
+            name: name.into(),
+            kind,
+            dtype,
+            n,
+            max_len: None,
+            truncate: false,
+            defaults: if kind == Kind::Fixed {
+                Defaults::None
+            } else {
+                pad(1)
+            },
+            allow_missing: false,
+        }
+    }
+
+    fn refused(res: Result<CompiledSpec>, why: &str) {
+        match res {
+            Err(Error::Internal(m)) => assert!(m.contains(why), "{m}"),
+            Err(other) => panic!("{other:?}"),
+            Ok(_) => panic!("accepted; expected {why:?}"),
+        }
+    }
+
+    fn raw(shape: ShapeFrom, max_shape: Option<Vec<usize>>) -> DecoderConfig {
+        DecoderConfig {
+            transform: Transform::Raw(RawSpec {
+                dtype: OutDType::U8,
+                shape,
+                max_shape,
+                little_endian: true,
+            }),
+            skip_errors: false,
+        }
+    }
+
+    fn image(height: usize, width: usize, channels: usize) -> DecoderConfig {
+        DecoderConfig {
+            transform: Transform::Image(ImageSpec {
+                height,
+                width,
+                channels,
+                format: Format::Auto,
+                resize: Resize::None,
+                pixel: PixelType::U8,
+                max_pixels: 1 << 20,
+            }),
+            skip_errors: false,
+        }
+    }
+
+    fn bytes_spec() -> CompiledSpec {
+        CompiledSpec::new(vec![
+            feature("x", Kind::Fixed, OutDType::Bytes, 1),
+            feature("h", Kind::Fixed, OutDType::I64, 1),
+        ])
+        .unwrap()
+    }
+
+    #[test]
+    fn accepts_every_kind_and_builds_the_name_table() {
+        let mut seq = feature("s", Kind::Sequence, OutDType::F32, 3);
+        seq.max_len = Some(4);
+        let spec = CompiledSpec::new(vec![
+            feature("a", Kind::Fixed, OutDType::I8, 2),
+            feature("v", Kind::Var, OutDType::Bytes, 1),
+            seq,
+        ])
+        .unwrap();
+        assert_eq!(spec.slot(b"a"), Some(0));
+        assert_eq!(spec.slot(b"s"), Some(2));
+        assert_eq!(spec.slot(b"nope"), None);
+        assert_eq!((spec.len(), spec.slot_count()), (3, 3));
+    }
+
+    #[test]
+    fn refuses_defaults_of_another_type_or_count() {
+        let mut f = feature("a", Kind::Fixed, OutDType::I32, 2);
+        f.defaults = Defaults::Int(vec![1]);
+        refused(CompiledSpec::new(vec![f.clone()]), "default/padding");
+        f.defaults = Defaults::Float(vec![1.0, 2.0]);
+        refused(CompiledSpec::new(vec![f]), "default/padding");
+        let mut v = feature("v", Kind::Var, OutDType::F32, 1);
+        v.defaults = Defaults::None;
+        refused(CompiledSpec::new(vec![v]), "default/padding");
+    }
+
+    #[test]
+    fn refuses_an_empty_step_a_huge_row_and_a_repeated_name() {
+        refused(
+            CompiledSpec::new(vec![feature("s", Kind::Sequence, OutDType::I64, 0)]),
+            "step holds no value",
+        );
+        let mut f = feature("a", Kind::Fixed, OutDType::U8, MAX_ROW_VALUES + 1);
+        f.defaults = Defaults::None;
+        refused(CompiledSpec::new(vec![f]), "over");
+        let mut v = feature("v", Kind::Var, OutDType::U8, 1);
+        v.max_len = Some(MAX_ROW_VALUES + 1);
+        refused(CompiledSpec::new(vec![v]), "over");
+        let mut s = feature("s", Kind::Sequence, OutDType::U8, usize::MAX);
+        s.max_len = Some(2);
+        refused(CompiledSpec::new(vec![s]), "over");
+        let a = feature("a", Kind::Fixed, OutDType::I64, 1);
+        refused(CompiledSpec::new(vec![a.clone(), a]), "listed twice");
+    }
+
+    #[test]
+    fn decoders_sit_on_scalar_bytes_features_only() {
+        let dims = || ShapeFrom::Dims(vec![Dim::Fixed(2)]);
+        refused(
+            bytes_spec().with_decoders(vec![(1, raw(dims(), None))]),
+            "scalar bytes",
+        );
+        refused(
+            bytes_spec().with_decoders(vec![(7, raw(dims(), None))]),
+            "does not exist",
+        );
+        let mut two = feature("x", Kind::Fixed, OutDType::Bytes, 2);
+        two.defaults = Defaults::None;
+        let spec = CompiledSpec::new(vec![two]).unwrap();
+        refused(
+            spec.with_decoders(vec![(0, raw(dims(), None))]),
+            "scalar bytes",
+        );
+    }
+
+    #[test]
+    fn refuses_raw_and_tensor_shapes_it_cannot_fill() {
+        let mut bytes = raw(ShapeFrom::Dims(vec![Dim::Fixed(1)]), None);
+        if let Transform::Raw(r) = &mut bytes.transform {
+            r.dtype = OutDType::Bytes;
+        }
+        refused(
+            bytes_spec().with_decoders(vec![(0, bytes)]),
+            "numeric dtype",
+        );
+        let two_inferred = raw(ShapeFrom::Dims(vec![Dim::Infer, Dim::Infer]), None);
+        refused(bytes_spec().with_decoders(vec![(0, two_inferred)]), "-1");
+        let rank = raw(ShapeFrom::Dims(vec![Dim::Infer]), Some(vec![2, 2]));
+        refused(
+            bytes_spec().with_decoders(vec![(0, rank)]),
+            "max_shape has 2 dims",
+        );
+        let tensor = DecoderConfig {
+            transform: Transform::Tensor(TensorSpec {
+                dtype: OutDType::F32,
+                shape: vec![Dim::Infer],
+                max_shape: None,
+            }),
+            skip_errors: false,
+        };
+        refused(
+            bytes_spec().with_decoders(vec![(0, tensor)]),
+            "sizes or any",
+        );
+    }
+
+    #[test]
+    fn refuses_images_without_pixels_or_with_too_many() {
+        refused(
+            bytes_spec().with_decoders(vec![(0, image(4, 4, 2))]),
+            "image shape",
+        );
+        refused(
+            bytes_spec().with_decoders(vec![(0, image(0, 4, 3))]),
+            "image shape",
+        );
+        let huge = image(1 << 31, 1 << 31, 4);
+        refused(bytes_spec().with_decoders(vec![(0, huge)]), "over");
+        assert!(bytes_spec()
+            .with_decoders(vec![(0, image(4, 4, 3))])
+            .is_ok());
+    }
+
+    #[test]
+    fn shape_features_share_a_requested_slot_or_get_their_own() {
+        let dims = ShapeFrom::Dims(vec![
+            Dim::Feature {
+                name: "h".into(),
+                slot: 0,
+            },
+            Dim::Feature {
+                name: "w".into(),
+                slot: 0,
+            },
+        ]);
+        let spec = bytes_spec()
+            .with_decoders(vec![(0, raw(dims, None))])
+            .unwrap();
+        assert_eq!(spec.aux, vec!["w".to_string()]);
+        assert_eq!(spec.slot_count(), 3);
+        match &spec.decoders[0].as_ref().unwrap().transform {
+            Transform::Raw(RawSpec {
+                shape: ShapeFrom::Dims(d),
+                ..
+            }) => {
+                let slots: Vec<usize> = d
+                    .iter()
+                    .map(|d| match d {
+                        Dim::Feature { slot, .. } => *slot,
+                        _ => usize::MAX,
+                    })
+                    .collect();
+                assert_eq!(slots, vec![1, 2]);
+            }
+            other => panic!("{other:?}"),
+        }
     }
 }
