@@ -9,7 +9,10 @@ import numpy.typing as npt
 
 from jaxrec._spec import CompiledFeature
 
+__version__: str
+
 __all__ = [
+    "__version__",
     "decode_image",
     "encode_png",
     "encode_jpeg",

@@ -13,6 +13,8 @@ use pyo3::prelude::*;
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     errors::preload(m.py())?;
+    // The one version of jaxrec: Cargo.toml's (pyproject.toml reads it too, through maturin).
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_function(wrap_pyfunction!(codecs::decode_image, m)?)?;
     m.add_function(wrap_pyfunction!(codecs::encode_png, m)?)?;
     m.add_function(wrap_pyfunction!(codecs::encode_jpeg, m)?)?;
