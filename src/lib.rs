@@ -7,10 +7,12 @@
 //!   and JPEG/PNG images — one layer below `parse`, which calls it.
 //!
 //! Shared leaves: [`error`] (the one error type), [`wire`] (protobuf primitives and
-//! `tf.train.Feature`), [`dtype`] (output dtypes) and [`column`] (a parsed column).
+//! `tf.train.Feature`), [`dtype`] (output dtypes) and [`column`](mod@column) (a parsed column).
 //!
 //! Everything here is plain Rust with no Python in it; `python/` (behind the `python`
 //! feature, which maturin enables) is the only place that converts to and from Python objects.
+
+#![warn(missing_docs)]
 
 pub mod column;
 pub mod decode;

@@ -1,5 +1,5 @@
 //! Bytes features decoded into arrays after the record scan: raw bytes (`tf.io.decode_raw` +
-//! reshape, [`raw`]), serialized `TensorProto`s (`tf.io.parse_tensor`, [`tensor`]) and images
+//! reshape, `raw.rs`), serialized `TensorProto`s (`tf.io.parse_tensor`, [`tensor`]) and images
 //! ([`image`]).
 //!
 //! A decoded feature is a scalar bytes feature (one value per record). Its rows are decoded

@@ -40,7 +40,6 @@ fn column_of<'a, T: Zero, D: Decode<'a, T>>(
     cfg: &FeatureConfig,
     found: &[Found<'a>],
     defaults: Vec<T>,
-    type_name: &str,
     kind_rules: Rules,
     wrap: fn(Vec<T>) -> ColumnData<'a>,
 ) -> Result<Column<'a>> {
@@ -48,8 +47,7 @@ fn column_of<'a, T: Zero, D: Decode<'a, T>>(
     let b = found.len();
     if kind_rules == Rules::FeatureList {
         let pad = defaults.first().copied().unwrap_or_else(T::zero);
-        let (data, shape, lengths, steps, truncated) =
-            fill_feature_list::<T, D>(&ctx, found, pad, type_name)?;
+        let (data, shape, lengths, steps, truncated) = fill_feature_list::<T, D>(&ctx, found, pad)?;
         return Ok(Column {
             data: wrap(data),
             shape,
@@ -64,13 +62,7 @@ fn column_of<'a, T: Zero, D: Decode<'a, T>>(
     }
     match cfg.kind {
         Kind::Fixed => {
-            let data = fill_fixed::<T, D>(
-                &ctx,
-                found,
-                &defaults,
-                type_name,
-                kind_rules == Rules::Example,
-            )?;
+            let data = fill_fixed::<T, D>(&ctx, found, &defaults, kind_rules == Rules::Example)?;
             Ok(Column {
                 data: wrap(data),
                 shape: vec![b, cfg.n],
@@ -85,7 +77,7 @@ fn column_of<'a, T: Zero, D: Decode<'a, T>>(
         }
         Kind::Var | Kind::Sequence => {
             let pad = defaults.first().copied().unwrap_or_else(T::zero);
-            let (data, width, lengths, truncated) = fill_var::<T, D>(&ctx, found, pad, type_name)?;
+            let (data, width, lengths, truncated) = fill_var::<T, D>(&ctx, found, pad)?;
             let shape = if cfg.kind == Kind::Var {
                 vec![b, width]
             } else {
@@ -115,7 +107,7 @@ fn int_defaults<T: IntOut>(cfg: &FeatureConfig) -> Result<Vec<T>> {
                     Error::internal(format!(
                         "feature {:?}: default {x} does not fit {}",
                         cfg.name,
-                        T::NAME
+                        cfg.dtype.name()
                     ))
                 })
             })
@@ -159,7 +151,6 @@ fn decode_column<'a>(
                 cfg,
                 found,
                 int_defaults::<$t>(cfg)?,
-                <$t as IntOut>::NAME,
                 kind_rules,
                 ColumnData::$variant,
             )
@@ -179,7 +170,6 @@ fn decode_column<'a>(
             cfg,
             found,
             float_defaults(cfg),
-            "float32",
             kind_rules,
             ColumnData::F32,
         ),
@@ -187,39 +177,25 @@ fn decode_column<'a>(
             cfg,
             found,
             float_defaults(cfg),
-            "float64",
             kind_rules,
             ColumnData::F64,
         ),
-        OutDType::F16 => column_of::<f16, FloatDecoder>(
-            cfg,
-            found,
-            float_defaults(cfg),
-            "float16",
-            kind_rules,
-            |v| ColumnData::F16(v.reinterpret_into()),
-        ),
-        OutDType::BF16 => column_of::<bf16, FloatDecoder>(
-            cfg,
-            found,
-            float_defaults(cfg),
-            "bfloat16",
-            kind_rules,
-            |v| ColumnData::BF16(v.reinterpret_into()),
-        ),
+        OutDType::F16 => {
+            column_of::<f16, FloatDecoder>(cfg, found, float_defaults(cfg), kind_rules, |v| {
+                ColumnData::F16(v.reinterpret_into())
+            })
+        }
+        OutDType::BF16 => {
+            column_of::<bf16, FloatDecoder>(cfg, found, float_defaults(cfg), kind_rules, |v| {
+                ColumnData::BF16(v.reinterpret_into())
+            })
+        }
         OutDType::Bytes => {
             let defaults: Vec<&'a [u8]> = match &cfg.defaults {
                 Defaults::Bytes(v) => v.iter().map(Vec::as_slice).collect(),
                 _ => Vec::new(),
             };
-            column_of::<&'a [u8], BytesDecoder>(
-                cfg,
-                found,
-                defaults,
-                "bytes",
-                kind_rules,
-                ColumnData::Bytes,
-            )
+            column_of::<&'a [u8], BytesDecoder>(cfg, found, defaults, kind_rules, ColumnData::Bytes)
         }
     }
 }

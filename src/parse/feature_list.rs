@@ -51,7 +51,6 @@ pub(super) fn fill_feature_list<'a, T: Zero, D: Decode<'a, T>>(
     ctx: &Ctx,
     found: &[Found<'a>],
     pad: T,
-    type_name: &str,
 ) -> Result<FeatureListColumn<T>> {
     let cfg = ctx.cfg;
     let b = found.len();
@@ -102,7 +101,7 @@ pub(super) fn fill_feature_list<'a, T: Zero, D: Decode<'a, T>>(
             for (row, steps) in rows.iter().enumerate() {
                 for (s, list) in steps.iter().enumerate() {
                     let c = match list {
-                        Some(l) => D::count(l).map_err(|e| ctx.decode_err(row, e, type_name))?,
+                        Some(l) => D::count(l).map_err(|e| ctx.decode_err(row, e))?,
                         None => 0,
                     };
                     width = width.max(c);
@@ -115,7 +114,7 @@ pub(super) fn fill_feature_list<'a, T: Zero, D: Decode<'a, T>>(
                     if let Some(l) = list {
                         let at = (row * t + s) * width;
                         D::decode(l, &mut out[at..at + width])
-                            .map_err(|e| ctx.decode_err(row, e, type_name))?;
+                            .map_err(|e| ctx.decode_err(row, e))?;
                     }
                 }
             }
@@ -129,7 +128,7 @@ pub(super) fn fill_feature_list<'a, T: Zero, D: Decode<'a, T>>(
                     let at = (row * t + s) * n;
                     let count = match list {
                         Some(l) => D::decode(l, &mut out[at..at + n])
-                            .map_err(|e| ctx.decode_err(row, e, type_name))?,
+                            .map_err(|e| ctx.decode_err(row, e))?,
                         None => 0,
                     };
                     if count != n {

@@ -17,14 +17,17 @@ impl Ctx<'_> {
         Error::parse(row, &self.cfg.name, detail)
     }
 
-    pub(super) fn decode_err(&self, row: usize, e: DecodeError, type_name: &str) -> Error {
+    pub(super) fn decode_err(&self, row: usize, e: DecodeError) -> Error {
         match e {
             DecodeError::Malformed(m) => {
                 self.err(row, format!("malformed {}: {m}", self.cfg.wire().name()))
             }
             DecodeError::OutOfRange(v) => self.err(
                 row,
-                format!("value {v} does not fit the requested dtype {type_name}"),
+                format!(
+                    "value {v} does not fit the requested dtype {}",
+                    self.cfg.dtype.name()
+                ),
             ),
         }
     }
@@ -53,7 +56,6 @@ pub(super) fn fill_fixed<'a, T: Zero, D: Decode<'a, T>>(
     ctx: &Ctx,
     found: &[Found<'a>],
     defaults: &[T],
-    type_name: &str,
     kindless_is_missing: bool,
 ) -> Result<Vec<T>> {
     let n = ctx.cfg.n;
@@ -78,7 +80,7 @@ pub(super) fn fill_fixed<'a, T: Zero, D: Decode<'a, T>>(
                 ))
             }
             Some(list) => {
-                let count = D::decode(list, dst).map_err(|e| ctx.decode_err(row, e, type_name))?;
+                let count = D::decode(list, dst).map_err(|e| ctx.decode_err(row, e))?;
                 if count != n {
                     return Err(ctx.err(row, format!("expected {n} values (the FixedLenFeature's shape), found {count}")));
                 }
@@ -94,7 +96,6 @@ pub(super) fn fill_var<'a, T: Zero, D: Decode<'a, T>>(
     ctx: &Ctx,
     found: &[Found<'a>],
     pad: T,
-    type_name: &str,
 ) -> Result<(Vec<T>, usize, Vec<i32>, u64)> {
     let cfg = ctx.cfg;
     let n = if cfg.kind == Kind::Sequence { cfg.n } else { 1 };
@@ -109,11 +110,11 @@ pub(super) fn fill_var<'a, T: Zero, D: Decode<'a, T>>(
     let mut steps = vec![0usize; found.len()];
     if let Some(width) = cfg.max_len {
         // The width is known: decode straight into the padded rows, one pass.
-        return fill_var_known_width::<T, D>(ctx, &lists, pad, type_name, n, width);
+        return fill_var_known_width::<T, D>(ctx, &lists, pad, n, width);
     }
     for (row, list) in lists.iter().enumerate() {
         if let Some(list) = list {
-            let count = D::count(list).map_err(|e| ctx.decode_err(row, e, type_name))?;
+            let count = D::count(list).map_err(|e| ctx.decode_err(row, e))?;
             if count % n != 0 {
                 return Err(ctx.err(row, format!("{count} values are not a whole number of steps of {n} (the FixedLenSequenceFeature's shape)")));
             }
@@ -141,7 +142,7 @@ pub(super) fn fill_var<'a, T: Zero, D: Decode<'a, T>>(
         }
         if let Some(list) = list {
             let dst = &mut out[row * width * n..(row + 1) * width * n];
-            D::decode(list, dst).map_err(|e| ctx.decode_err(row, e, type_name))?;
+            D::decode(list, dst).map_err(|e| ctx.decode_err(row, e))?;
         }
         lengths.push(kept as i32);
     }
@@ -153,7 +154,6 @@ fn fill_var_known_width<'a, T: Zero, D: Decode<'a, T>>(
     ctx: &Ctx,
     lists: &[Option<&'a [u8]>],
     pad: T,
-    type_name: &str,
     n: usize,
     width: usize,
 ) -> Result<(Vec<T>, usize, Vec<i32>, u64)> {
@@ -166,7 +166,7 @@ fn fill_var_known_width<'a, T: Zero, D: Decode<'a, T>>(
         let count = match list {
             Some(list) => {
                 let dst = &mut out[row * row_len..(row + 1) * row_len];
-                D::decode(list, dst).map_err(|e| ctx.decode_err(row, e, type_name))?
+                D::decode(list, dst).map_err(|e| ctx.decode_err(row, e))?
             }
             None => 0,
         };

@@ -22,8 +22,8 @@
 
 //!
 //! The files, in the order the data flows: [`spec`] (the compiled spec and its contract with
-//! `jaxrec/_spec.py`), [`scan`] (pass 1), [`lists`] (the `*List` decoders), [`fill`] and
-//! [`feature_list`] (pass 2 per kind of feature) and [`batch`] (the entry points, which hand
+//! `jaxrec/_spec.py`), `scan` (pass 1), `lists` (the `*List` decoders), `fill` and
+//! `feature_list` (pass 2 per kind of feature) and `batch` (the entry points, which hand
 //! decoded bytes features to [`crate::decode`]).
 
 mod batch;

@@ -83,7 +83,7 @@ pub struct ReadStats {
     pub skipped_records: u64,
     /// Stream bytes skipped with them, as far as known.
     pub skipped_bytes: u64,
-    /// The first records skipped ([`MAX_KEPT_SKIPS`]): where, and why.
+    /// The first records skipped (`MAX_KEPT_SKIPS`): where, and why.
     pub skips: Vec<Skip>,
 }
 
