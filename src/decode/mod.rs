@@ -19,50 +19,14 @@ pub mod spec;
 pub mod tensor;
 mod tensor_proto;
 
+pub use pad::MAX_ROW_BYTES;
+pub use rows::{Found, Inputs};
+
 use crate::column::{Column, ColumnData};
 use crate::error::Result;
 use image::PixelType;
 use rows::Rows;
 use spec::{DecoderConfig, Transform};
-
-/// A decoded row may hold at most this many bytes (checked before allocating from a size a
-/// record declares), and so may each padded row of a batch.
-pub const MAX_ROW_BYTES: usize = 1 << 30;
-
-/// One found `tf.train.Feature` message (borrowed from its record), or `None` when the record
-/// lacks the feature.
-pub type Found<'a> = Option<&'a [u8]>;
-
-/// What the record scan found for a batch: the `Feature` of every scanned slot in every row,
-/// slot-major (`found[slot * rows + row]`). A decoder reads its own slot, and a raw tensor the
-/// slots of the features its shape comes from.
-#[derive(Debug, Clone, Copy)]
-pub struct Inputs<'s, 'a> {
-    found: &'s [Found<'a>],
-    rows: usize,
-}
-
-impl<'s, 'a> Inputs<'s, 'a> {
-    /// Wraps the scan's slot-major table of `rows` rows.
-    pub fn new(found: &'s [Found<'a>], rows: usize) -> Self {
-        Inputs { found, rows }
-    }
-
-    /// Rows in the batch.
-    pub fn rows(&self) -> usize {
-        self.rows
-    }
-
-    /// Slot `slot` of every row.
-    pub fn slot(&self, slot: usize) -> &'s [Found<'a>] {
-        &self.found[slot * self.rows..(slot + 1) * self.rows]
-    }
-
-    /// Slot `slot` of row `row`.
-    pub fn get(&self, slot: usize, row: usize) -> Found<'a> {
-        self.found[slot * self.rows + row]
-    }
-}
 
 /// Decodes the feature in slot `slot` (named `name`) of every row through `dec`.
 pub fn decoded_column<'a>(

@@ -3,7 +3,10 @@
 //! copied to the origin of its zero-padded slot.
 
 use super::rows::{row_err, RowError, RowResult};
-use super::MAX_ROW_BYTES;
+
+/// A decoded row may hold at most this many bytes (checked before allocating from a size a
+/// record declares), and so may each padded row of a batch.
+pub const MAX_ROW_BYTES: usize = 1 << 30;
 
 /// Elements of `shape`, `None` on overflow.
 pub(super) fn numel(shape: &[usize]) -> Option<usize> {

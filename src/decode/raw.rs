@@ -3,9 +3,10 @@
 //! of the same record.
 
 use super::pad::{batch_shape, check_fits, copy_padded, flat_shapes, numel};
-use super::rows::{row_err, shape_values, single_bytes, to_dim, Elem, RowError, RowResult, Rows};
+use super::rows::{
+    row_err, shape_values, single_bytes, to_dim, Elem, Found, Inputs, RowError, RowResult, Rows,
+};
 use super::spec::{Dim, RawSpec, ShapeFrom};
-use super::{Found, Inputs};
 use crate::column::{Column, ColumnData};
 use crate::dtype::OutDType;
 use crate::error::{Error, Result};

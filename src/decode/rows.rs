@@ -1,10 +1,44 @@
 //! Per-row bookkeeping of a decoded column: reading a row's bytes value (and the values of the
 //! features its shape comes from), and failing the batch or skipping the row on an error.
 
-use super::Found;
 use crate::column::{Column, ColumnData, RowSkip, MAX_SKIPS};
 use crate::error::{Error, Result};
 use crate::wire::{self, read_key, read_len_delimited, read_varint, split_feature, Wire};
+
+/// One found `tf.train.Feature` message (borrowed from its record), or `None` when the record
+/// lacks the feature.
+pub type Found<'a> = Option<&'a [u8]>;
+
+/// What the record scan found for a batch: the `Feature` of every scanned slot in every row,
+/// slot-major (`found[slot * rows + row]`). A decoder reads its own slot, and a raw tensor the
+/// slots of the features its shape comes from.
+#[derive(Debug, Clone, Copy)]
+pub struct Inputs<'s, 'a> {
+    found: &'s [Found<'a>],
+    rows: usize,
+}
+
+impl<'s, 'a> Inputs<'s, 'a> {
+    /// Wraps the scan's slot-major table of `rows` rows.
+    pub fn new(found: &'s [Found<'a>], rows: usize) -> Self {
+        Inputs { found, rows }
+    }
+
+    /// Rows in the batch.
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// Slot `slot` of every row.
+    pub fn slot(&self, slot: usize) -> &'s [Found<'a>] {
+        &self.found[slot * self.rows..(slot + 1) * self.rows]
+    }
+
+    /// Slot `slot` of row `row`.
+    pub fn get(&self, slot: usize, row: usize) -> Found<'a> {
+        self.found[slot * self.rows + row]
+    }
+}
 
 /// Why a row did not decode: `Hard` fails the batch whatever `skip_errors` says (the record
 /// does not match the spec's types); `Row` is skipped with `skip_errors`.

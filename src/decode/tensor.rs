@@ -2,7 +2,9 @@
 //! spec's dtype and shape, then its elements (from `tensor_content` or the typed `*_val`
 //! field) copied into one zero-padded array for the batch.
 
-use super::pad::{batch_shape, check_fits, copy_padded, flat_shapes, fmt_shape, numel};
+use super::pad::{
+    batch_shape, check_fits, copy_padded, flat_shapes, fmt_shape, numel, MAX_ROW_BYTES,
+};
 use super::rows::{row_err, Elem, RowError, RowResult, Rows};
 use super::spec::{Dim, TensorSpec};
 use super::tensor_proto::{
@@ -10,7 +12,6 @@ use super::tensor_proto::{
     value_field, TensorView,
 };
 pub use super::tensor_proto::{serialize_tensor, TensorValues};
-use super::MAX_ROW_BYTES;
 use crate::column::{Column, ColumnData};
 use crate::dtype::OutDType;
 use crate::error::{Error, Result};

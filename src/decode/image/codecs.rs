@@ -8,7 +8,7 @@ use zune_core::colorspace::ColorSpace;
 use zune_core::options::DecoderOptions;
 use zune_jpeg::JpegDecoder;
 
-use super::{check_pixels, Decoded};
+use super::types::{check_pixels, Decoded};
 use crate::error::{Error, Result};
 
 /// Checks that a JPEG holds an end-of-image marker after its first start-of-scan.
@@ -386,7 +386,8 @@ fn check_encode_size(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::decode::image::{decode, Format, PNG_MAGIC};
+    use crate::decode::image::types::PNG_MAGIC;
+    use crate::decode::image::{decode, Format};
 
     fn gradient(h: usize, w: usize, c: usize) -> Vec<u8> {
         (0..h * w * c).map(|i| ((i * 7) % 251) as u8).collect()

@@ -2,7 +2,7 @@
 //! `tf.image.resize(..., "bilinear")` with or without antialiasing, in TensorFlow's float32
 //! steps, and the uint8 / float32 output conversion.
 
-use super::{Decoded, ImageSpec, Resize};
+use super::types::{Decoded, ImageSpec, Resize};
 use crate::error::{Error, Result};
 
 /// An output element type: uint8 or float32 in [0, 1].
