@@ -6,10 +6,12 @@ use std::hint::black_box;
 use std::io::Cursor;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use jaxrec::compress::Compression;
-use jaxrec::example::parse_examples;
-use jaxrec::framing::{write_record, ReaderOptions, RecordReader};
-use jaxrec::spec::{CompiledSpec, Defaults, FeatureConfig, Kind, OutDType};
+use jaxrec::dtype::OutDType;
+use jaxrec::parse::parse_examples;
+use jaxrec::parse::spec::{CompiledSpec, Defaults, FeatureConfig, Kind};
+use jaxrec::records::compress::Compression;
+use jaxrec::records::reader::{ReaderOptions, RecordReader};
+use jaxrec::records::writer::write_record;
 use jaxrec::wire::write_varint;
 
 fn framed_stream(records: usize, size: usize) -> Vec<u8> {

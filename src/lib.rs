@@ -1,18 +1,25 @@
-//! jaxrec's native core: TFRecord framing ([`framing`]), compression ([`compress`]), masked
-//! CRC32C ([`crc`]) and `tf.train.Example` parsing ([`example`]) into columnar arrays, with
-//! bytes features decoded to tensors ([`decode`]) and images ([`image`]).
+//! jaxrec's native core, in the order the data flows:
 //!
-//! Everything here is plain Rust with no Python in it; `python.rs` (behind the `python`
+//! - [`records`]: TFRecord files — framing, GZIP/ZLIB, the masked CRC32C — read into chunks;
+//! - [`parse`]: a compiled spec, and batches of `tf.train.Example` / `SequenceExample` parsed
+//!   into columnar, fixed-shape arrays;
+//! - [`decode`]: bytes features decoded into arrays — raw tensors, serialized `TensorProto`s
+//!   and JPEG/PNG images — one layer below `parse`, which calls it.
+//!
+//! Shared leaves: [`error`] (the one error type), [`wire`] (protobuf primitives and
+//! `tf.train.Feature`), [`dtype`] (output dtypes) and [`column`](mod@column) (a parsed column).
+//!
+//! Everything here is plain Rust with no Python in it; `python/` (behind the `python`
 //! feature, which maturin enables) is the only place that converts to and from Python objects.
 
-pub mod compress;
-pub mod crc;
+#![warn(missing_docs)]
+
+pub mod column;
 pub mod decode;
+pub mod dtype;
 pub mod error;
-pub mod example;
-pub mod framing;
-pub mod image;
-pub mod spec;
+pub mod parse;
+pub mod records;
 pub mod wire;
 
 #[cfg(feature = "python")]

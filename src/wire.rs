@@ -1,9 +1,14 @@
-//! Protocol-buffer wire-format primitives: varints and field skipping.
+//! Protocol-buffer wire-format primitives (varints, field skipping), and the one message both
+//! the parser and the decoders open: `tf.train.Feature`.
 //!
 //! A field is a varint key `(field_number << 3) | wire_type` followed by its value: wire type 0
 //! a varint, 1 eight bytes, 2 a varint length then that many bytes, 5 four bytes (3 and 4 are
 //! the deprecated groups, which tf.train messages never use and we reject).
 //! Every function bounds-checks against the slice and returns `None` on malformed input.
+//!
+//! ```text
+//! Feature { oneof kind { BytesList bytes_list = 1; FloatList float_list = 2; Int64List int64_list = 3; } }
+//! ```
 
 /// Wire type of varint fields.
 pub const VARINT: u8 = 0;
@@ -96,6 +101,46 @@ pub fn write_varint(out: &mut Vec<u8>, mut value: u64) {
         value >>= 7;
     }
     out.push(value as u8);
+}
+
+/// Which list of `tf.train.Feature`'s oneof holds the values (field numbers 1, 2, 3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wire {
+    /// `bytes_list = 1`.
+    Bytes,
+    /// `float_list = 2`.
+    Float,
+    /// `int64_list = 3`.
+    Int64,
+}
+
+impl Wire {
+    /// The name of the list in tf.train.Feature.
+    pub fn name(self) -> &'static str {
+        match self {
+            Wire::Bytes => "bytes_list",
+            Wire::Float => "float_list",
+            Wire::Int64 => "int64_list",
+        }
+    }
+}
+
+/// Splits a `Feature` message into its list type and the list's bytes. An empty message (no
+/// kind set) has no type. Like TensorFlow's fast parser, the first field decides.
+#[inline]
+pub fn split_feature(feature: &[u8]) -> std::result::Result<Option<(Wire, &[u8])>, &'static str> {
+    if feature.is_empty() {
+        return Ok(None);
+    }
+    let mut pos = 0;
+    let wire = match read_key(feature, &mut pos) {
+        Some((1, LEN)) => Wire::Bytes,
+        Some((2, LEN)) => Wire::Float,
+        Some((3, LEN)) => Wire::Int64,
+        _ => return Err("Feature holds no bytes_list, float_list or int64_list"),
+    };
+    let list = read_len_delimited(feature, &mut pos).ok_or("Feature's list overruns the record")?;
+    Ok(Some((wire, list)))
 }
 
 #[cfg(test)]

@@ -41,6 +41,7 @@ from jaxrec._io.records import read_records as read_records
 from jaxrec._loader.loader import BatchInfo as BatchInfo
 from jaxrec._loader.loader import Loader as Loader
 from jaxrec._native import Chunk as Chunk
+from jaxrec._native import __version__ as __version__
 from jaxrec._native import masked_crc32c as masked_crc32c
 from jaxrec._parse import ExampleParser as ExampleParser
 from jaxrec._parse import parse_example as parse_example
@@ -65,8 +66,6 @@ from jaxrec.errors import JaxrecError as JaxrecError
 from jaxrec.errors import ShardingError as ShardingError
 from jaxrec.errors import StaleIndexError as StaleIndexError
 from jaxrec.errors import TruncatedRecordError as TruncatedRecordError
-
-__version__ = "0.1.0"
 
 
 def __getattr__(name: str):

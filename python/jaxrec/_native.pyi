@@ -1,21 +1,30 @@
-# Typed stub of the native module (src/python.rs). Checked against the built module by
+# Typed stub of the native module (src/python/). Checked against the built module by
 # `make lint` (mypy.stubtest), so it cannot drift.
+from collections.abc import Sequence
 from os import PathLike
-from typing import BinaryIO, final
+from typing import Any, BinaryIO, final
 
 import numpy as np
 import numpy.typing as npt
 
+from jaxrec._spec import CompiledFeature
+
+__version__: str
+
 __all__ = [
+    "__version__",
     "decode_image",
     "encode_png",
     "encode_jpeg",
     "parse_tensor",
+    "serialize_tensor",
     "masked_crc32c",
     "Chunk",
     "RecordReader",
     "RecordWriter",
     "ExampleParser",
+    "Column",
+    "ParsedBatch",
 ]
 
 def masked_crc32c(data: bytes) -> int:
@@ -59,6 +68,7 @@ class RecordReader:
     def read_chunk(self, max_records: int = ..., block_bytes: int = ...) -> Chunk | None: ...
     @property
     def compression(self) -> str: ...
+    # records, bytes, skipped_records, skipped_bytes: int; errors: list[str]; skips: list[dict]
     def stats(self) -> dict[str, object]: ...
 
 @final
@@ -75,33 +85,37 @@ class RecordWriter:
     @property
     def records(self) -> int: ...
 
-_FeatureTuple = tuple[
-    str,
-    int,
-    int,
-    str,
-    int,
-    int | None,
-    bool,
-    list[float] | None,
-    list[int] | None,
-    list[bytes] | None,
-    bool,
-]
-# (values, view_dtype, lengths, steps, truncated, valid, shapes, skipped, skip_errors)
-_Column = tuple[
-    np.ndarray,
-    str | None,
-    npt.NDArray[np.int32] | None,
-    npt.NDArray[np.int64] | None,
-    int,
-    npt.NDArray[np.bool_] | None,
-    npt.NDArray[np.int32] | None,
-    int,
-    list[str],
-]
-# (feature index, "image" | "raw" | "tensor", parameters; see jaxrec/_spec.py)
-_Decoder = tuple[int, str, dict[str, object]]
+@final
+class Column:
+    """One parsed feature for the whole batch."""
+
+    @property
+    def values(self) -> np.ndarray: ...
+    @property
+    def view_dtype(self) -> str | None: ...
+    @property
+    def lengths(self) -> npt.NDArray[np.int32] | None: ...
+    @property
+    def steps(self) -> npt.NDArray[np.int64] | None: ...
+    @property
+    def truncated(self) -> int: ...
+    @property
+    def valid(self) -> npt.NDArray[np.bool_] | None: ...
+    @property
+    def shapes(self) -> npt.NDArray[np.int32] | None: ...
+    @property
+    def skipped(self) -> int: ...
+    @property
+    def skips(self) -> list[dict[str, Any]]: ...
+
+@final
+class ParsedBatch:
+    """A parsed batch: one column per feature, in spec order."""
+
+    @property
+    def context(self) -> list[Column]: ...
+    @property
+    def sequence(self) -> list[Column]: ...
 
 @final
 class ExampleParser:
@@ -109,15 +123,14 @@ class ExampleParser:
 
     def __new__(
         cls,
-        features: list[_FeatureTuple],
-        sequence_features: list[_FeatureTuple] | None = None,
-        decoders: list[_Decoder] | None = None,
+        features: Sequence[CompiledFeature],
+        sequence_features: Sequence[CompiledFeature] | None = None,
     ) -> ExampleParser: ...
-    def parse(self, records: list[bytes]) -> tuple[list[_Column], list[_Column]]: ...
-    def parse_chunk(self, chunk: Chunk) -> tuple[list[_Column], list[_Column]]: ...
+    def parse(self, records: list[bytes]) -> ParsedBatch: ...
+    def parse_chunk(self, chunk: Chunk) -> ParsedBatch: ...
     def parse_rows(
         self, chunks: list[Chunk], which: npt.NDArray[np.int64], rows: npt.NDArray[np.int64]
-    ) -> tuple[list[_Column], list[_Column]]: ...
+    ) -> ParsedBatch: ...
 
 def decode_image(
     data: bytes, channels: int = 3, format: str = "auto", max_pixels: int = ...
@@ -139,5 +152,8 @@ def encode_jpeg(
 ) -> bytes:
     """Encodes `height x width x channels` uint8 pixels as baseline JPEG, GIL released."""
 
-def parse_tensor(data: bytes, dtype: str) -> _Column:
-    """Decodes a serialized TensorProto holding `dtype` (a spec dtype code)."""
+def serialize_tensor(dtype: str, shape: tuple[int, ...], values: bytes | list[bytes]) -> bytes:
+    """Serializes a tensor as a TensorProto, byte for byte like `tf.io.serialize_tensor`."""
+
+def parse_tensor(data: bytes, dtype: str) -> Column:
+    """Decodes a serialized TensorProto holding `dtype` (a spec dtype code) into one row."""

@@ -1,6 +1,6 @@
 """Parsing serialized Examples and SequenceExamples into numpy arrays, with tf.io's names.
 
-The work happens in the native parser (``src/example.rs``) with the GIL released; this module
+The work happens in the native parser (``src/parse/``) with the GIL released; this module
 compiles specs (once, cached), and turns the native columns into the dicts tf.io returns.
 """
 
@@ -34,8 +34,18 @@ __all__ = [
     "parse_single_sequence_example",
 ]
 
+# Dtypes the native parser returns as uint16 bit patterns, by the name it gives them.
 _VIEWS = {"float16": np.dtype(np.float16), "bfloat16": np.dtype(ml_dtypes.bfloat16)}
 Serialized = Sequence[bytes] | np.ndarray | _native.Chunk
+# Skip records kept per parser (and skip_errors messages).
+_MAX_KEPT_SKIPS = 100
+
+
+def column_values(col: _native.Column) -> np.ndarray:
+    """A native column's values in their output dtype (float16/bfloat16 viewed from bits)."""
+    if col.view_dtype is None:
+        return col.values
+    return col.values.view(_VIEWS[col.view_dtype])
 
 
 class ExampleParser:
@@ -55,6 +65,11 @@ class ExampleParser:
             (those rows are zeros with ``<name>_valid`` False).
         skip_errors: why, for the first 100 of them: ``"feature 'image', record 7 of the
             batch: truncated JPEG: ..."``.
+        skips: the same first 100, as dicts: ``{"error": "ExampleParseError", "path",
+            "record_index", "byte_offset", "feature", "row", "reason"}`` (``path`` and
+            ``byte_offset`` are ``None`` and ``record_index`` is ``row`` for a list of records;
+            for chunks they name the record's file, index and offset; ``row`` is its row in
+            the batch).
 
     Example:
         >>> parser = ExampleParser({"label": FixedLenFeature([], np.int32)})
@@ -70,15 +85,12 @@ class ExampleParser:
         self._sequence = (
             None if sequence_features is None else compile_spec(sequence_features, in_sequence=True)
         )
-        self._native = _native.ExampleParser(
-            [c.native_tuple() for c in self._context],
-            None if self._sequence is None else [c.native_tuple() for c in self._sequence],
-            [(i, *c.decoder) for i, c in enumerate(self._context) if c.decoder is not None],
-        )
+        self._native = _native.ExampleParser(self._context, self._sequence)
         self._lock = threading.Lock()
         self.truncated: dict[str, int] = {}
         self.skipped: dict[str, int] = {}
         self.skip_errors: list[str] = []
+        self.skips: list[dict[str, Any]] = []
 
     @property
     def compiled_features(self) -> list[CompiledFeature]:
@@ -95,7 +107,7 @@ class ExampleParser:
         """True when records are parsed as SequenceExamples."""
         return self._sequence is not None
 
-    def _run(self, serialized: Serialized) -> tuple[list, list]:
+    def _run(self, serialized: Serialized) -> _native.ParsedBatch:
         if isinstance(serialized, _native.Chunk):
             return self._native.parse_chunk(serialized)
         if isinstance(serialized, (bytes, bytearray, memoryview)):
@@ -109,48 +121,49 @@ class ExampleParser:
             with self._lock:
                 self.truncated[name] = self.truncated.get(name, 0) + truncated
 
-    def _count_skips(self, name: str, skipped: int, errors: list[str]) -> None:
-        if skipped:
+    def _count_skips(self, name: str, col: _native.Column) -> None:
+        if col.skipped:
             with self._lock:
-                self.skipped[name] = self.skipped.get(name, 0) + skipped
-                room = 100 - len(self.skip_errors)
+                self.skipped[name] = self.skipped.get(name, 0) + col.skipped
+                kept = col.skips[: _MAX_KEPT_SKIPS - len(self.skips)]
+                self.skips += kept
                 self.skip_errors += [
-                    f"feature {name!r}, {e.replace(':', ' of the batch:', 1)}"
-                    for e in errors[:room]
+                    f"feature {name!r}, record {s['row']} of the batch: {s['reason']}" for s in kept
                 ]
 
     def _columns(
-        self, specs: list[CompiledFeature], cols: list, out: dict, steps_out: dict | None
+        self,
+        specs: list[CompiledFeature],
+        cols: list[_native.Column],
+        out: dict,
+        steps_out: dict | None,
     ) -> None:
         for spec, col in zip(specs, cols, strict=True):
-            values, view, lengths, steps, truncated = col[:5]
-            if view is not None:
-                values = values.view(_VIEWS[view])
+            values = column_values(col)
             b = values.shape[0]
-            if spec.decoder is not None:  # decoded bytes: shaped by the native decoder
-                valid, shapes, skipped, errors = col[5:9]
+            if spec.decoding is not None:  # decoded bytes: shaped by the native decoder
                 out[spec.name] = values
                 if spec.has_shape:
-                    out[shape_key(spec.name)] = shapes
+                    out[shape_key(spec.name)] = col.shapes
                 if spec.has_valid:
-                    out[valid_key(spec.name)] = valid
-                self._count_skips(spec.name, skipped, errors)
+                    out[valid_key(spec.name)] = col.valid
+                self._count_skips(spec.name, col)
                 continue
-            if steps is not None:  # a sequence feature of a SequenceExample
+            if col.steps is not None:  # a sequence feature of a SequenceExample
                 if spec.kind == KIND_SEQUENCE:
                     values = values.reshape((b, values.shape[1], *spec.shape))
                 else:
-                    out[length_key(spec.name)] = lengths.reshape(b, values.shape[1])
-                steps_out[spec.name] = steps
+                    out[length_key(spec.name)] = col.lengths.reshape(b, values.shape[1])
+                steps_out[spec.name] = col.steps
             elif spec.kind == KIND_FIXED:
                 values = values.reshape((b, *spec.shape))
             elif spec.kind == KIND_VAR:
-                out[length_key(spec.name)] = lengths
+                out[length_key(spec.name)] = col.lengths
             else:
                 values = values.reshape((b, values.shape[1], *spec.shape))
-                out[length_key(spec.name)] = lengths
+                out[length_key(spec.name)] = col.lengths
             out[spec.name] = values
-            self._count(spec.name, truncated)
+            self._count(spec.name, col.truncated)
 
     def parse(self, serialized: Serialized) -> dict[str, np.ndarray]:
         """Parses a batch of serialized ``tf.train.Example`` messages.
@@ -169,9 +182,9 @@ class ExampleParser:
         """
         if self.is_sequence:
             raise TypeError("this parser reads SequenceExamples; use parse_sequence")
-        ctx, _ = self._run(serialized)
+        parsed = self._run(serialized)
         out: dict[str, np.ndarray] = {}
-        self._columns(self._context, ctx, out, None)
+        self._columns(self._context, parsed.context, out, None)
         return out
 
     def parse_sequence(
@@ -185,12 +198,12 @@ class ExampleParser:
         """
         if not self.is_sequence:
             raise TypeError("this parser reads Examples; use parse")
-        ctx, seq = self._run(serialized)
+        parsed = self._run(serialized)
         context: dict[str, np.ndarray] = {}
         feature_lists: dict[str, np.ndarray] = {}
         lengths: dict[str, np.ndarray] = {}
-        self._columns(self._context, ctx, context, None)
-        self._columns(self._sequence or [], seq, feature_lists, lengths)
+        self._columns(self._context, parsed.context, context, None)
+        self._columns(self._sequence or [], parsed.sequence, feature_lists, lengths)
         return context, feature_lists, lengths
 
     def parse_rows(
@@ -203,12 +216,12 @@ class ExampleParser:
         ``<name>_length`` (``<name>_steps`` for VarLen feature lists, whose ``<name>_length``
         holds the per-step lengths).
         """
-        ctx, seq = self._native.parse_rows(chunks, which, rows)
+        parsed = self._native.parse_rows(chunks, which, rows)
         out: dict[str, np.ndarray] = {}
-        self._columns(self._context, ctx, out, None)
+        self._columns(self._context, parsed.context, out, None)
         if self._sequence is not None:
             steps: dict[str, np.ndarray] = {}
-            self._columns(self._sequence, seq, out, steps)
+            self._columns(self._sequence, parsed.sequence, out, steps)
             for spec in self._sequence:
                 key = f"{spec.name}_steps" if spec.kind == KIND_VAR else length_key(spec.name)
                 out[key] = steps[spec.name].astype(np.int32)

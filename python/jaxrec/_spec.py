@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import ml_dtypes
 import numpy as np
@@ -36,10 +36,7 @@ __all__ = [
     "valid_key",
 ]
 
-# Wire types of tf.train.Feature's oneof, as the native parser numbers them.
-WIRE_BYTES, WIRE_FLOAT, WIRE_INT64 = 0, 1, 2
-
-# Output dtype codes shared with src/spec.rs (`OutDType::from_code`).
+# Output dtype codes shared with src/dtype.rs (`OutDType::from_code`).
 _INT_CODES = {
     np.dtype(np.int8): "i1",
     np.dtype(np.int16): "i2",
@@ -62,7 +59,7 @@ _STRING_NAMES = {"string", "bytes", "str"}
 DTypeLike = type | str | np.dtype
 
 
-def _resolve_dtype(dtype: Any) -> np.dtype | type[bytes]:
+def resolve_dtype(dtype: Any) -> np.dtype | type[bytes]:
     """Maps a user's dtype (numpy, ``bytes``, ``"string"``, a tf.DType) to numpy or ``bytes``."""
     if dtype in (bytes, str, object, np.bytes_, np.str_, np.object_):
         return bytes
@@ -88,13 +85,8 @@ def _resolve_dtype(dtype: Any) -> np.dtype | type[bytes]:
     return resolved
 
 
-def _wire_of(dtype: np.dtype | type[bytes]) -> int:
-    if dtype is bytes:
-        return WIRE_BYTES
-    return WIRE_INT64 if dtype in _INT_CODES else WIRE_FLOAT
-
-
-def _dtype_code(dtype: np.dtype | type[bytes]) -> str:
+def dtype_code(dtype: np.dtype | type[bytes]) -> str:
+    """The native code of a :func:`resolve_dtype` result (``"i4"``, ``"bf2"``, ``"bytes"``...)."""
     if dtype is bytes:
         return "bytes"
     return _INT_CODES.get(dtype) or _FLOAT_CODES[dtype]
@@ -118,6 +110,18 @@ def _shape(shape: Any, what: str) -> tuple[int, ...]:
         if not isinstance(d, (int, np.integer)) or d < 0:
             raise FeatureSpecError(f"{what}: shape dimensions must be ints >= 0, got {list(dims)}")
     return tuple(int(d) for d in dims)
+
+
+# Values one row of a feature may hold: lengths and shapes come back as int32.
+_MAX_ROW_VALUES = 2**31 - 1
+
+
+def _check_row_size(count: int, what: str, holds: str) -> None:
+    if count > _MAX_ROW_VALUES:
+        raise FeatureSpecError(
+            f"{what}: {holds} {count} values per row, over the limit of 2**31 - 1 "
+            "(lengths and shapes are int32)"
+        )
 
 
 def _max_len(max_len: Any, what: str) -> int | None:
@@ -331,26 +335,75 @@ def valid_key(name: str) -> str:
     return f"{name}_valid"
 
 
-# Kinds as the native parser numbers them (src/spec.rs `Kind`).
-KIND_FIXED, KIND_VAR, KIND_SEQUENCE = 0, 1, 2
+# Kinds of feature, as the native compiler names them (src/parse/spec.rs `Kind`).
+KIND_FIXED, KIND_VAR, KIND_SEQUENCE = "fixed", "var", "sequence"
+
+
+@dataclasses.dataclass(frozen=True)
+class ImageDecoder:
+    """An :class:`Image` entry reduced for the native decoder (``src/decode/image``)."""
+
+    kind: ClassVar[str] = "image"
+    dtype: str  # dtype code of the output: "u1" or "f4"
+    height: int
+    width: int
+    channels: int
+    format: str  # "auto" | "jpeg" | "png"
+    resize: str | None  # None | "crop_or_pad" | "bilinear"
+    antialias: bool
+    max_pixels: int
+    skip_errors: bool  # on_error == "skip"
+
+
+@dataclasses.dataclass(frozen=True)
+class RawDecoder:
+    """A :class:`RawTensor` entry reduced for the native decoder (``src/decode/raw.rs``)."""
+
+    kind: ClassVar[str] = "raw"
+    dtype: str  # dtype code of the elements
+    dims: tuple[int | str, ...]  # sizes, -1 (inferred) or feature names; () with shape_feature
+    shape_feature: str | None  # a feature holding the whole shape, of rank ndim
+    ndim: int
+    max_shape: tuple[int, ...] | None
+    little_endian: bool
+    skip_errors: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class TensorDecoder:
+    """A :class:`SerializedTensor` entry reduced for the native decoder (``decode/tensor.rs``)."""
+
+    kind: ClassVar[str] = "tensor"
+    dtype: str  # dtype code the TensorProto must hold
+    dims: tuple[int | None, ...]  # sizes, None where any size goes
+    max_shape: tuple[int, ...] | None
+    skip_errors: bool
+
+
+Decoder = ImageDecoder | RawDecoder | TensorDecoder
 
 
 @dataclasses.dataclass(frozen=True)
 class CompiledFeature:
-    """A spec entry reduced to what the native parser needs (see ``src/spec.rs``)."""
+    """A spec entry reduced to what the native parser needs.
+
+    ``_native.ExampleParser`` reads these attributes by name (``src/python/spec.rs``
+    ``FeatureArg``), so a field added here is added there, and nowhere else.
+    """
 
     name: str
-    kind: int
-    wire: int
+    kind: str  # KIND_FIXED | KIND_VAR | KIND_SEQUENCE
     dtype: np.dtype | type[bytes]
-    code: str
+    code: str  # dtype_code(dtype)
     shape: tuple[int, ...]  # per record (fixed) or per step (sequence); () for VarLen
     max_len: int | None
     truncate: bool
-    default: np.ndarray | list[bytes] | None  # flat, prod(shape) values (fixed) or 1 (pad)
+    # Flat: prod(shape) values (fixed) or 1 (the padding value); int64 / float64 numpy values,
+    # or a list of bytes.
+    default: np.ndarray | list[bytes] | None
     allow_missing: bool
-    # Decoded bytes features: ("image" | "raw" | "tensor", params for src/python.rs).
-    decoder: tuple[str, dict] | None = None
+    # Decoded bytes features: how the native decoder decodes them ...
+    decoding: Decoder | None = None
     # ... and what comes out: the dtype, and whether <name>_shape / <name>_valid do.
     out_dtype: np.dtype | type[bytes] | None = None
     out_shape: tuple[int | None, ...] = ()
@@ -369,34 +422,15 @@ class CompiledFeature:
             keys.append(valid_key(self.name))
         return tuple(keys)
 
-    def native_tuple(self) -> tuple:
-        """The arguments ``_native.ExampleParser`` takes for this feature.
+    @property
+    def decoder(self) -> tuple[str, dict[str, Any]] | None:
+        """``(kind, fields)`` of :attr:`decoding`: the old spelling, for ``_loader/loader.py``.
 
-        ``(name, kind, wire, dtype code, values per row/step, max_len, truncate,
-        float defaults, int defaults, bytes defaults, allow_missing)``; numeric defaults
-        travel as Python floats or ints (exact for int64 and for float32 bit patterns).
+        Transitional: remove once the loader reads ``c.decoding.max_shape``.
         """
-        floats = ints = raw = None
-        if self.default is not None:
-            if self.dtype is bytes:
-                raw = list(self.default)
-            elif self.wire == WIRE_INT64:
-                ints = np.asarray(self.default, dtype=np.int64).tolist()
-            else:
-                floats = np.asarray(self.default, dtype=np.float64).tolist()
-        return (
-            self.name,
-            self.kind,
-            self.wire,
-            self.code,
-            math.prod(self.shape),
-            self.max_len,
-            self.truncate,
-            floats,
-            ints,
-            raw,
-            self.allow_missing,
-        )
+        if self.decoding is None:
+            return None
+        return self.decoding.kind, dataclasses.asdict(self.decoding)
 
 
 def _default_values(
@@ -434,9 +468,10 @@ def _default_values(
     if dtype in _INT_CODES:
         if flat.dtype.kind == "f" and not np.all(np.equal(np.mod(flat, 1), 0)):
             raise FeatureSpecError(f"feature {name!r}: default_value {default!r} is not integral")
+        # Values travel as int64 (Int64List's type), so uint64 holds 0..2**63-1 here too.
         info = np.iinfo(np.int64) if dtype == np.bool_ else np.iinfo(dtype)
-        lo, hi = (0, 1) if dtype == np.bool_ else (info.min, info.max)
-        if flat.size and (flat.min() < lo or flat.max() > hi):
+        lo, hi = (0, 1) if dtype == np.bool_ else (int(info.min), min(int(info.max), 2**63 - 1))
+        if flat.size and (int(flat.min()) < lo or int(flat.max()) > hi):
             raise FeatureSpecError(
                 f"feature {name!r}: default_value {default!r} does not fit {dtype}"
             )
@@ -465,7 +500,7 @@ def _sizes(value: Any, what: str, arg: str, allow_none: bool = False) -> tuple:
 
 
 def _numeric_dtype(dtype: Any, what: str, allow_bytes: bool) -> np.dtype | type[bytes]:
-    resolved = _resolve_dtype(dtype)
+    resolved = resolve_dtype(dtype)
     if resolved is bytes and not allow_bytes:
         raise FeatureSpecError(f"{what}: raw bytes decode to a numeric or bool dtype, not bytes")
     return resolved
@@ -473,7 +508,8 @@ def _numeric_dtype(dtype: Any, what: str, allow_bytes: bool) -> np.dtype | type[
 
 def _compile_decoded(name: str, feature: Any, what: str) -> CompiledFeature:
     """Reduces an Image / RawTensor / SerializedTensor entry (a scalar bytes feature + decoder)."""
-    on_error = _on_error(feature.on_error, what)
+    skip_errors = _on_error(feature.on_error, what) == "skip"
+    decoding: Decoder
     if isinstance(feature, Image):
         shape = _sizes(feature.shape, what, "shape")
         if len(shape) != 3 or shape[2] not in (1, 3, 4) or 0 in shape[:2]:
@@ -481,7 +517,8 @@ def _compile_decoded(name: str, feature: Any, what: str) -> CompiledFeature:
                 f"{what}: Image shape is (height, width, channels) with channels 1, 3 or 4, "
                 f"got {tuple(feature.shape)}"
             )
-        dtype = _resolve_dtype(feature.dtype)
+        _check_row_size(math.prod(shape), what, "an image of that shape holds")
+        dtype = resolve_dtype(feature.dtype)
         if dtype not in (np.dtype(np.uint8), np.dtype(np.float32)):
             raise FeatureSpecError(f"{what}: Image dtype must be uint8 or float32, got {dtype}")
         if feature.resize not in (None, "crop_or_pad", "bilinear"):
@@ -494,31 +531,24 @@ def _compile_decoded(name: str, feature: Any, what: str) -> CompiledFeature:
             raise FeatureSpecError(f"{what}: format must be 'auto', 'jpeg' or 'png'")
         if not isinstance(feature.max_pixels, (int, np.integer)) or feature.max_pixels <= 0:
             raise FeatureSpecError(f"{what}: max_pixels must be a positive int")
-        params = {
-            "dtype": _dtype_code(dtype),
-            "height": shape[0],
-            "width": shape[1],
-            "channels": shape[2],
-            "format": feature.format,
-            "resize": feature.resize,
-            "antialias": bool(feature.antialias),
-            "max_pixels": int(feature.max_pixels),
-            "on_error": on_error,
-        }
-        decoder, out_shape, dynamic = ("image", params), shape, False
+        decoding = ImageDecoder(
+            dtype=dtype_code(dtype),
+            height=shape[0],
+            width=shape[1],
+            channels=shape[2],
+            format=feature.format,
+            resize=feature.resize,
+            antialias=bool(feature.antialias),
+            max_pixels=int(feature.max_pixels),
+            skip_errors=skip_errors,
+        )
+        out_shape, dynamic = shape, False
     elif isinstance(feature, RawTensor):
         dtype = _numeric_dtype(feature.dtype, what, allow_bytes=False)
         max_shape = (
             None if feature.max_shape is None else _sizes(feature.max_shape, what, "max_shape")
         )
-        params = {
-            "dtype": _dtype_code(dtype),
-            "little_endian": bool(feature.little_endian),
-            "max_shape": None if max_shape is None else list(max_shape),
-            "on_error": on_error,
-            "shape_feature": None,
-            "dims": [],
-        }
+        shape_feature, dims = None, ()
         if isinstance(feature.shape, str):
             ndim = (
                 feature.ndim
@@ -530,29 +560,38 @@ def _compile_decoded(name: str, feature: Any, what: str) -> CompiledFeature:
                     f"{what}: shape names feature {feature.shape!r}; give ndim or max_shape so the "
                     "rank is known"
                 )
-            params.update(shape_feature=feature.shape, ndim=int(ndim))
-            out_shape: tuple = (None,) * int(ndim)
+            shape_feature, ndim = feature.shape, int(ndim)
+            out_shape: tuple = (None,) * ndim
         else:
             if not isinstance(feature.shape, Sequence | np.ndarray):
                 raise FeatureSpecError(f"{what}: shape must be a sequence or a feature name")
-            dims: list = []
+            entries: list[int | str] = []
             for d in feature.shape:
                 if isinstance(d, str) and d:
-                    dims.append(d)
+                    entries.append(d)
                 elif isinstance(d, (int, np.integer)) and not isinstance(d, bool) and d >= -1:
-                    dims.append(int(d))
+                    entries.append(int(d))
                 else:
                     raise FeatureSpecError(
                         f"{what}: shape entries are ints >= 0, -1 or feature names, got "
                         f"{list(feature.shape)}"
                     )
-            if dims.count(-1) > 1:
+            if entries.count(-1) > 1:
                 raise FeatureSpecError(f"{what}: at most one -1 in a shape")
-            params["dims"] = dims
+            dims, ndim = tuple(entries), len(entries)
             out_shape = tuple(d if isinstance(d, int) and d >= 0 else None for d in dims)
         if max_shape is not None and len(max_shape) != len(out_shape):
             raise FeatureSpecError(f"{what}: max_shape {max_shape} has another rank than the shape")
-        decoder, dynamic = ("raw", params), None in out_shape
+        decoding = RawDecoder(
+            dtype=dtype_code(dtype),
+            dims=dims,
+            shape_feature=shape_feature,
+            ndim=ndim,
+            max_shape=max_shape,
+            little_endian=bool(feature.little_endian),
+            skip_errors=skip_errors,
+        )
+        dynamic = None in out_shape
     else:
         dtype = _numeric_dtype(feature.dtype, what, allow_bytes=True)
         out_shape = _sizes(feature.shape, what, "shape", allow_none=True)
@@ -561,17 +600,16 @@ def _compile_decoded(name: str, feature: Any, what: str) -> CompiledFeature:
         )
         if max_shape is not None and len(max_shape) != len(out_shape):
             raise FeatureSpecError(f"{what}: max_shape {max_shape} has another rank than the shape")
-        params = {
-            "dtype": _dtype_code(dtype),
-            "dims": list(out_shape),
-            "max_shape": None if max_shape is None else list(max_shape),
-            "on_error": on_error,
-        }
-        decoder, dynamic = ("tensor", params), None in out_shape
+        decoding = TensorDecoder(
+            dtype=dtype_code(dtype),
+            dims=out_shape,
+            max_shape=max_shape,
+            skip_errors=skip_errors,
+        )
+        dynamic = None in out_shape
     return CompiledFeature(
         name,
         KIND_FIXED,
-        WIRE_BYTES,
         bytes,
         "bytes",
         (),
@@ -579,11 +617,11 @@ def _compile_decoded(name: str, feature: Any, what: str) -> CompiledFeature:
         False,
         None,
         False,
-        decoder=decoder,
+        decoding=decoding,
         out_dtype=dtype,
         out_shape=tuple(out_shape),
         has_shape=bool(dynamic),
-        has_valid=on_error == "skip",
+        has_valid=skip_errors,
     )
 
 
@@ -608,8 +646,9 @@ def compile_feature(name: str, feature: Any, *, in_sequence: bool = False) -> Co
             raise FeatureSpecError(
                 f"{what}: sequence features must be FixedLenSequenceFeature or VarLenFeature"
             )
-        dtype = _resolve_dtype(feature.dtype)
+        dtype = resolve_dtype(feature.dtype)
         shape = _shape(feature.shape, what)
+        _check_row_size(math.prod(shape), what, "its shape holds")
         default = (
             None
             if feature.default_value is None
@@ -618,9 +657,8 @@ def compile_feature(name: str, feature: Any, *, in_sequence: bool = False) -> Co
         return CompiledFeature(
             name,
             KIND_FIXED,
-            _wire_of(dtype),
             dtype,
-            _dtype_code(dtype),
+            dtype_code(dtype),
             shape,
             None,
             False,
@@ -628,25 +666,30 @@ def compile_feature(name: str, feature: Any, *, in_sequence: bool = False) -> Co
             False,
         )
     if isinstance(feature, VarLenFeature):
-        dtype = _resolve_dtype(feature.dtype)
+        dtype = resolve_dtype(feature.dtype)
         pad = feature.pad_value
         if pad is None:
             pad = b"" if dtype is bytes else 0
+        max_len = _max_len(feature.max_len, what)
+        _check_row_size(max_len or 0, what, "max_len pads to")
         return CompiledFeature(
             name,
             KIND_VAR,
-            _wire_of(dtype),
             dtype,
-            _dtype_code(dtype),
+            dtype_code(dtype),
             (),
-            _max_len(feature.max_len, what),
+            max_len,
             bool(feature.truncate),
             _default_values(pad, dtype, 1, name),
             True,
         )
     if isinstance(feature, FixedLenSequenceFeature):
-        dtype = _resolve_dtype(feature.dtype)
+        dtype = resolve_dtype(feature.dtype)
         shape = _shape(feature.shape, what)
+        if math.prod(shape) == 0:
+            raise FeatureSpecError(
+                f"{what}: a sequence step must hold at least one value, got shape {list(shape)}"
+            )
         if not in_sequence and not feature.allow_missing:
             raise FeatureSpecError(
                 f"{what}: FixedLenSequenceFeature in parse_example requires allow_missing=True "
@@ -656,14 +699,15 @@ def compile_feature(name: str, feature: Any, *, in_sequence: bool = False) -> Co
         if pad is None:
             pad = b"" if dtype is bytes else 0
         pad_values = _default_values(pad, dtype, 1, name)
+        max_len = _max_len(feature.max_len, what)
+        _check_row_size(math.prod(shape) * (max_len or 1), what, "max_len steps of its shape hold")
         return CompiledFeature(
             name,
             KIND_SEQUENCE,
-            _wire_of(dtype),
             dtype,
-            _dtype_code(dtype),
+            dtype_code(dtype),
             shape,
-            _max_len(feature.max_len, what),
+            max_len,
             bool(feature.truncate),
             pad_values,
             bool(feature.allow_missing),

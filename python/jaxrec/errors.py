@@ -38,12 +38,13 @@ class _LocatedError(JaxrecError):
         record_index: 0-based index of the record in its file (or batch).
         byte_offset: offset of the record's header in the (decompressed) file.
         feature: the feature name, when the error is about one feature.
+
+    The native core raises these with the five arguments in this order.
     """
 
     def __init__(
         self,
         detail: str,
-        *,
         path: str | None = None,
         record_index: int | None = None,
         byte_offset: int | None = None,

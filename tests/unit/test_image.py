@@ -152,6 +152,22 @@ def test_corrupt_images_raise_or_skip(name):
     np.testing.assert_array_equal(out["image"][0], rgb())
     assert parser.skipped == {"image": 1}
     assert parser.skip_errors[0].startswith("feature 'image', record 1 of the batch:")
+    [skip] = parser.skips
+    assert skip["error"] == "ExampleParseError" and skip["feature"] == "image"
+    assert (skip["row"], skip["record_index"], skip["path"]) == (1, 1, None)
+    assert parser.skip_errors[0].endswith(skip["reason"])
+
+
+def test_skips_of_a_chunk_name_the_file_record_and_offset(tmp_path):
+    path = str(tmp_path / "images.tfrecord")
+    with jr.TFRecordWriter(path) as w:
+        w.write_many(records(jr.encode_png(rgb()), b"not an image", jr.encode_png(rgb())))
+    parser = jr.ExampleParser({"image": jr.Image((12, 16, 3), on_error="skip")})
+    for chunk in jr.read_chunks([path]):
+        parser.parse(chunk)
+    [skip] = parser.skips
+    assert (skip["path"], skip["record_index"], skip["row"]) == (path, 1, 1)
+    assert skip["byte_offset"] == int(next(jr.read_chunks([path])).file_offsets[1])
 
 
 def test_format_must_match_when_given():

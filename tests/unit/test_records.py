@@ -186,6 +186,38 @@ def test_skip_counts_a_bad_data_crc_and_continues(tmp_path):
     assert stats["skipped_records"] == 1 and "data CRC mismatch" in stats["errors"][0]
 
 
+def test_skips_are_structured_next_to_the_messages(tmp_path):
+    off = second_record_offset()
+    p = write(tmp_path, "bad.tfrecord", corrupt(frame(RECORDS), off + HEADER))
+    reader = _native.RecordReader(str(p), skip_errors=True)
+    while reader.read_chunk() is not None:
+        pass
+    stats = reader.stats()
+    [skip] = stats["skips"]
+    assert skip == {
+        "error": "CorruptRecordError",
+        "path": str(p),
+        "record_index": 1,
+        "byte_offset": off,
+        "feature": None,
+        "row": None,
+        "reason": skip["reason"],
+    }
+    assert skip["reason"].startswith("data CRC mismatch")
+    assert stats["errors"] == [f"{p}, record 1, byte offset {off}: {skip['reason']}"]
+
+
+def test_a_truncated_tail_is_a_structured_skip(tmp_path):
+    data = frame(RECORDS)
+    p = write(tmp_path, "cut.tfrecord", data[:-3])
+    reader = _native.RecordReader(str(p), skip_errors=True)
+    while reader.read_chunk() is not None:
+        pass
+    [skip] = reader.stats()["skips"]
+    assert skip["error"] == "TruncatedRecordError"
+    assert skip["record_index"] == len(RECORDS) - 1 and skip["byte_offset"] is not None
+
+
 def test_verify_false_skips_only_the_data_crc(tmp_path):
     data = corrupt(frame(RECORDS), second_record_offset() + HEADER)
     p = write(tmp_path, "bad.tfrecord", data)

@@ -1,8 +1,9 @@
 """Images and tensors to and from bytes, one value at a time, with tf.io's names.
 
-``encode_jpeg`` / ``encode_png`` / ``decode_image`` run in native code (``src/image.rs``) with
-the GIL released; ``serialize_tensor`` writes the same bytes as ``tf.io.serialize_tensor`` and
-``parse_tensor`` reads them back (``src/decode.rs``). For whole batches inside a parse, use the
+``encode_jpeg`` / ``encode_png`` / ``decode_image`` run in native code (``src/decode/image/``)
+with the GIL released; ``serialize_tensor`` writes the same bytes as ``tf.io.serialize_tensor``
+and ``parse_tensor`` reads them back (``src/decode/tensor*.rs``, which hold TensorFlow's dtype
+numbers). For whole batches inside a parse, use the
 spec entries :class:`~jaxrec.Image`, :class:`~jaxrec.SerializedTensor` and
 :class:`~jaxrec.RawTensor` instead: they decode every record of a batch in one native call.
 
@@ -18,35 +19,14 @@ from __future__ import annotations
 
 from typing import Any
 
-import ml_dtypes
 import numpy as np
 
 from jaxrec import _native
-from jaxrec._example.encode import _varint
-from jaxrec._parse import _VIEWS
-from jaxrec._spec import _dtype_code, _resolve_dtype
-from jaxrec.errors import EncodeError, FeatureSpecError
+from jaxrec._parse import column_values
+from jaxrec._spec import dtype_code, resolve_dtype
+from jaxrec.errors import EncodeError
 
 __all__ = ["decode_image", "encode_jpeg", "encode_png", "parse_tensor", "serialize_tensor"]
-
-
-# TensorFlow's DataType numbers (tensorflow/core/framework/types.proto).
-_TF_DTYPES = {
-    np.dtype(np.float32): 1,
-    np.dtype(np.float64): 2,
-    np.dtype(np.int32): 3,
-    np.dtype(np.uint8): 4,
-    np.dtype(np.int16): 5,
-    np.dtype(np.int8): 6,
-    np.dtype(np.int64): 9,
-    np.dtype(np.bool_): 10,
-    np.dtype(ml_dtypes.bfloat16): 14,
-    np.dtype(np.uint16): 17,
-    np.dtype(np.float16): 19,
-    np.dtype(np.uint32): 22,
-    np.dtype(np.uint64): 23,
-}
-_DT_STRING = 7
 
 
 def _image_array(image: Any, what: str) -> np.ndarray:
@@ -156,32 +136,22 @@ def serialize_tensor(array: Any) -> bytes:
         EncodeError: an unsupported dtype (complex, datetime, ...).
     """
     arr = np.asarray(array)
-    out = bytearray()
     if arr.dtype.kind in "SUO":
-        code = _DT_STRING
-    else:
-        dt = arr.dtype.newbyteorder("<") if arr.dtype.byteorder == ">" else arr.dtype
-        code = _TF_DTYPES.get(dt)
-        if code is None:
-            raise EncodeError(f"serialize_tensor: unsupported dtype {arr.dtype}")
-    out += b"\x08" + _varint(code)
-    shape = bytearray()
-    for d in arr.shape:
-        dim = b"\x08" + _varint(d) if d else b""
-        shape += b"\x12" + _varint(len(dim)) + dim
-    out += b"\x12" + _varint(len(shape)) + shape
-    if code == _DT_STRING:
+        strings = []
         for v in arr.reshape(-1).tolist():
             if isinstance(v, str):
                 v = v.encode("utf-8")
             elif not isinstance(v, (bytes, bytearray)):
                 raise EncodeError(f"serialize_tensor: an object array holds a {type(v).__name__}")
-            out += b"\x42" + _varint(len(v)) + bytes(v)
-    else:
-        content = np.ascontiguousarray(arr, dtype=arr.dtype.newbyteorder("<")).tobytes()
-        if content:
-            out += b"\x22" + _varint(len(content)) + content
-    return bytes(out)
+            strings.append(bytes(v))
+        return _native.serialize_tensor("bytes", arr.shape, strings)
+    dt = arr.dtype.newbyteorder("<") if arr.dtype.byteorder == ">" else arr.dtype
+    try:
+        code = dtype_code(dt)
+    except KeyError:
+        raise EncodeError(f"serialize_tensor: unsupported dtype {arr.dtype}") from None
+    content = np.ascontiguousarray(arr, dtype=arr.dtype.newbyteorder("<")).tobytes()
+    return _native.serialize_tensor(code, arr.shape, content)
 
 
 def parse_tensor(serialized: bytes, dtype: Any) -> np.ndarray:
@@ -198,10 +168,6 @@ def parse_tensor(serialized: bytes, dtype: Any) -> np.ndarray:
         ExampleParseError: malformed, or of another dtype.
         FeatureSpecError: ``dtype`` is not supported.
     """
-    resolved = _resolve_dtype(dtype)
-    if resolved is not bytes and resolved not in _TF_DTYPES:
-        raise FeatureSpecError(f"parse_tensor: unsupported dtype {resolved}")
-    values, view = _native.parse_tensor(bytes(serialized), _dtype_code(resolved))[:2]
-    if view is not None:
-        values = values.view(_VIEWS[view])
+    resolved = resolve_dtype(dtype)  # raises FeatureSpecError for an unsupported dtype
+    values = column_values(_native.parse_tensor(bytes(serialized), dtype_code(resolved)))
     return values.reshape(values.shape[1:])

@@ -1,28 +1,21 @@
-//! TFRecord framing. Each record on disk is
-//!
-//! ```text
-//! u64 length (little-endian) | u32 masked_crc32c(length bytes) | data[length] | u32 masked_crc32c(data)
-//! ```
-//!
-//! (tensorflow/core/lib/io/record_writer.h). The reader hands records out in [`Chunk`]s: one
-//! buffer holding the raw stream bytes it read and the `[start, end)` of each record's payload in
-//! it, so a chunk of thousands of records is one allocation and no per-record copy.
+//! Reading TFRecord files in [`Chunk`]s: one buffer holding the raw stream bytes read and the
+//! `[start, end)` of each record's payload in it, so a chunk of thousands of records is one
+//! allocation and no per-record copy. Bad records fail the read, or are skipped and counted.
 
-use std::io::{self, Read, Write};
+use std::io::{self, Read};
 use std::path::Path;
 use std::sync::Arc;
 
-use crate::compress::{self, Compression, Sink, Source};
-use crate::crc::masked_crc32c;
-use crate::error::{Error, Location, Result};
+use super::compress::{self, Compression, Source};
+use super::crc::masked_crc32c;
+use super::{FOOTER, HEADER};
+use crate::error::{Error, Location, Result, Skip};
 
-const HEADER: usize = 12;
-const FOOTER: usize = 4;
 /// When the stream length is unknown (compressed files) a record is read in steps of this size,
 /// so a corrupt length of petabytes costs at most one step of memory before the stream ends.
 const GROW_STEP: usize = 64 << 20;
-/// How many error messages the stats keep when records are skipped.
-const MAX_KEPT_ERRORS: usize = 100;
+/// How many skipped records the stats describe (they count them all).
+const MAX_KEPT_SKIPS: usize = 100;
 
 /// Options of a [`RecordReader`].
 #[derive(Debug, Clone, Copy)]
@@ -90,8 +83,8 @@ pub struct ReadStats {
     pub skipped_records: u64,
     /// Stream bytes skipped with them, as far as known.
     pub skipped_bytes: u64,
-    /// The first messages of what was skipped.
-    pub errors: Vec<String>,
+    /// The first records skipped (`MAX_KEPT_SKIPS`): where, and why.
+    pub skips: Vec<Skip>,
 }
 
 /// Reads framed records from one (possibly compressed) stream.
@@ -272,8 +265,8 @@ impl RecordReader {
         }
         self.stats.skipped_records += 1;
         self.stats.skipped_bytes += skipped_bytes;
-        if self.stats.errors.len() < MAX_KEPT_ERRORS {
-            self.stats.errors.push(err.to_string());
+        if self.stats.skips.len() < MAX_KEPT_SKIPS {
+            self.stats.skips.push(err.to_skip());
         }
         Ok(())
     }
@@ -458,92 +451,11 @@ impl RecordReader {
     }
 }
 
-/// Writes framed records to a (possibly compressed) file.
-pub struct RecordWriter {
-    sink: Option<Sink>,
-    path: String,
-    records: u64,
-}
-
-impl RecordWriter {
-    /// Creates (truncates) `path`.
-    pub fn create(path: &Path, compression: Compression, level: Option<u32>) -> Result<Self> {
-        let display = path.display().to_string();
-        let sink = Sink::create(path, compression, level).map_err(|e| Error::Io {
-            path: Some(display.clone()),
-            source: e,
-        })?;
-        Ok(RecordWriter {
-            sink: Some(sink),
-            path: display,
-            records: 0,
-        })
-    }
-
-    fn io(&self, e: io::Error) -> Error {
-        Error::Io {
-            path: Some(self.path.clone()),
-            source: e,
-        }
-    }
-
-    /// Appends one record.
-    pub fn write(&mut self, data: &[u8]) -> Result<()> {
-        let sink = self.sink.as_mut().ok_or_else(|| Error::Io {
-            path: Some(self.path.clone()),
-            source: io::Error::other("write to a closed TFRecordWriter"),
-        })?;
-        let res = write_record(sink, data);
-        res.map_err(|e| self.io(e))?;
-        self.records += 1;
-        Ok(())
-    }
-
-    /// Number of records written.
-    pub fn records(&self) -> u64 {
-        self.records
-    }
-
-    /// Flushes buffered bytes to the OS (a compressed stream stays open).
-    pub fn flush(&mut self) -> Result<()> {
-        match self.sink.as_mut() {
-            Some(s) => s.flush().map_err(|e| Error::Io {
-                path: Some(self.path.clone()),
-                source: e,
-            }),
-            None => Ok(()),
-        }
-    }
-
-    /// Finishes the stream (compression trailer) and closes the file. Idempotent.
-    pub fn close(&mut self) -> Result<()> {
-        match self.sink.take() {
-            Some(s) => s.finish().map_err(|e| self.io(e)),
-            None => Ok(()),
-        }
-    }
-}
-
-impl Drop for RecordWriter {
-    fn drop(&mut self) {
-        let _ = self.close();
-    }
-}
-
-/// Frames `data` into `out`: header, payload, footer.
-pub fn write_record(out: &mut impl Write, data: &[u8]) -> io::Result<()> {
-    let len = (data.len() as u64).to_le_bytes();
-    let mut header = [0u8; HEADER];
-    header[..8].copy_from_slice(&len);
-    header[8..].copy_from_slice(&masked_crc32c(&len).to_le_bytes());
-    out.write_all(&header)?;
-    out.write_all(data)?;
-    out.write_all(&masked_crc32c(data).to_le_bytes())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::ErrorKind;
+    use crate::records::writer::write_record;
 
     fn framed(records: &[&[u8]]) -> Vec<u8> {
         let mut out = Vec::new();
@@ -620,6 +532,15 @@ mod tests {
             vec![b"abc".to_vec()]
         );
         assert_eq!(r.stats().skipped_records, 1);
+        let skip = &r.stats().skips[0];
+        assert_eq!(skip.kind, ErrorKind::Corrupt);
+        assert_eq!(skip.loc.record_index, Some(1));
+        assert_eq!(skip.loc.byte_offset, Some(second as u64));
+        assert!(skip.reason.starts_with("data CRC mismatch"), "{skip}");
+        assert_eq!(
+            skip.to_string(),
+            format!("mem, record 1, byte offset {second}: {}", skip.reason)
+        );
     }
 
     #[test]

@@ -8,7 +8,7 @@ use std::path::Path;
 use flate2::read::{MultiGzDecoder, ZlibDecoder};
 use flate2::write::{GzEncoder, ZlibEncoder};
 
-use crate::crc::masked_crc32c;
+use super::crc::masked_crc32c;
 use crate::error::{Error, Result};
 
 /// How a TFRecord file is compressed.
@@ -29,9 +29,12 @@ impl Compression {
             None | Some("") | Some("NONE") => Ok(Compression::None),
             Some("GZIP") => Ok(Compression::Gzip),
             Some("ZLIB") => Ok(Compression::Zlib),
-            Some(other) => Err(Error::Spec(format!(
-                "unknown compression {other:?}: expected None, \"GZIP\", \"ZLIB\" or \"auto\""
-            ))),
+            Some(other) => Err(Error::spec(
+                None,
+                format!(
+                    "unknown compression {other:?}: expected None, \"GZIP\", \"ZLIB\" or \"auto\""
+                ),
+            )),
         }
     }
 

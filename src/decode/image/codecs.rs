@@ -1,0 +1,494 @@
+//! JPEG and PNG bytes to and from 8-bit pixels: zune-jpeg and the `png` crate decode, the
+//! `png` and `jpeg-encoder` crates encode. See [`super`] for the channel conversions.
+
+use std::io::Cursor;
+
+use zune_core::bytestream::ZCursor;
+use zune_core::colorspace::ColorSpace;
+use zune_core::options::DecoderOptions;
+use zune_jpeg::JpegDecoder;
+
+use super::types::{check_pixels, Decoded};
+use crate::error::{Error, Result};
+
+/// Checks that a JPEG holds an end-of-image marker after its first start-of-scan.
+///
+/// A JPEG is a sequence of segments `FF xx [u16 big-endian length incl. itself] [payload]` up
+/// to `FF DA` (start of scan), then entropy-coded data in which a literal `FF` is stuffed as
+/// `FF 00` (and `FF D0`..`FF D7` are restart markers), so an `FF D9` there is the real end of
+/// the image (or of a progressive scan sequence). Thumbnails live in APP segments before the
+/// scan and are skipped by length, so their own `FF D9` does not count.
+fn check_jpeg_complete(data: &[u8]) -> Result<()> {
+    let truncated = || {
+        Error::decode(format!(
+            "truncated JPEG: {} bytes and no end-of-image marker (FF D9)",
+            data.len()
+        ))
+    };
+    let mut pos = 2; // past SOI
+    loop {
+        // Fill bytes (FF FF ...) may precede a marker.
+        while data.get(pos) == Some(&0xFF) && data.get(pos + 1) == Some(&0xFF) {
+            pos += 1;
+        }
+        match (data.get(pos), data.get(pos + 1)) {
+            (Some(0xFF), Some(0xDA)) => break,
+            (Some(0xFF), Some(0xD9)) => {
+                return Err(Error::decode("JPEG ends before its first scan"))
+            }
+            (Some(0xFF), Some(m)) if (0xD0..=0xD7).contains(m) || *m == 0x01 => pos += 2,
+            (Some(0xFF), Some(_)) => {
+                let len = match (data.get(pos + 2), data.get(pos + 3)) {
+                    (Some(&hi), Some(&lo)) => usize::from(u16::from_be_bytes([hi, lo])),
+                    _ => return Err(truncated()),
+                };
+                if len < 2 {
+                    return Err(Error::decode(format!(
+                        "corrupt JPEG: segment length {len} at byte {pos}"
+                    )));
+                }
+                pos += 2 + len;
+            }
+            (Some(_), Some(_)) => {
+                return Err(Error::decode(format!(
+                    "corrupt JPEG: expected a marker at byte {pos}"
+                )));
+            }
+            _ => return Err(truncated()),
+        }
+    }
+    let scan = &data[pos..];
+    let mut i = 0;
+    while let Some(off) = scan[i..].iter().position(|&b| b == 0xFF) {
+        let at = i + off;
+        if scan.get(at + 1) == Some(&0xD9) {
+            return Ok(());
+        }
+        i = at + 1;
+    }
+    Err(truncated())
+}
+
+/// Decodes a complete JPEG to `channels` channels, into `pixels`' allocation.
+pub(super) fn decode_jpeg(
+    data: &[u8],
+    channels: usize,
+    max_pixels: u64,
+    mut pixels: Vec<u8>,
+) -> Result<Decoded> {
+    check_jpeg_complete(data)?;
+    let colorspace = match channels {
+        1 => ColorSpace::Luma,
+        4 => ColorSpace::RGBA,
+        _ => ColorSpace::RGB,
+    };
+    // new_fast: SIMD IDCT/colour conversion where the CPU has it. Lenient mode, so that files
+    // libjpeg accepts with a warning decode here too; truncation was checked above.
+    let options = DecoderOptions::new_fast()
+        .jpeg_set_out_colorspace(colorspace)
+        .set_max_width(usize::from(u16::MAX))
+        .set_max_height(usize::from(u16::MAX));
+    let mut decoder = JpegDecoder::new_with_options(ZCursor::new(data), options);
+    decoder
+        .decode_headers()
+        .map_err(|e| Error::decode(format!("corrupt JPEG: {e}")))?;
+    let info = decoder
+        .info()
+        .ok_or_else(|| Error::decode("corrupt JPEG: no frame header"))?;
+    let (width, height) = (usize::from(info.width), usize::from(info.height));
+    check_pixels(width, height, max_pixels)?;
+    let size = decoder
+        .output_buffer_size()
+        .ok_or_else(|| Error::decode("corrupt JPEG: image size overflows"))?;
+    if size != width * height * channels {
+        return Err(Error::decode(format!(
+            "JPEG decodes to {size} bytes, not {width}x{height}x{channels}"
+        )));
+    }
+    pixels.clear();
+    pixels.resize(size, 0);
+    decoder
+        .decode_into(&mut pixels)
+        .map_err(|e| Error::decode(format!("corrupt JPEG: {e}")))?;
+    Ok(Decoded {
+        height,
+        width,
+        channels,
+        pixels,
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// PNG
+
+/// Decodes a PNG (checking every chunk's CRC) to `channels` channels, into `raw`'s allocation.
+pub(super) fn decode_png(
+    data: &[u8],
+    channels: usize,
+    max_pixels: u64,
+    mut raw: Vec<u8>,
+) -> Result<Decoded> {
+    let corrupt = |e: png::DecodingError| Error::decode(format!("corrupt PNG: {e}"));
+    let mut decoder = png::Decoder::new(Cursor::new(data));
+    // Palette -> RGB, tRNS -> alpha, 1/2/4-bit gray -> 8-bit (scaled to 0..255, as libpng).
+    decoder.set_transformations(png::Transformations::EXPAND);
+    decoder.set_ignore_text_chunk(true);
+    let header = decoder.read_header_info().map_err(corrupt)?;
+    let (w, h) = header.size();
+    // TensorFlow adds a missing alpha channel with png_set_add_alpha(2^bit_depth - 1), which
+    // libpng applies after expanding low bit depths: 1/2/4-bit images get alpha 1/3/15.
+    let filler = match header.bit_depth as u8 {
+        d @ (1 | 2 | 4) => (1u8 << d) - 1,
+        _ => 255,
+    };
+    let (width, height) = (w as usize, h as usize);
+    check_pixels(width, height, max_pixels)?;
+    // The decoder's own allocation budget: the checked frame plus its row buffers.
+    let budget = (max_pixels as usize)
+        .saturating_mul(8)
+        .saturating_add(1 << 20);
+    decoder.set_limits(png::Limits { bytes: budget });
+    let mut reader = decoder.read_info().map_err(corrupt)?;
+    let size = reader
+        .output_buffer_size()
+        .ok_or_else(|| Error::decode("PNG frame size overflows"))?;
+    raw.clear();
+    raw.resize(size, 0);
+    let frame = reader.next_frame(&mut raw).map_err(corrupt)?;
+    // Read to IEND so that the CRCs of the chunks after the pixels are checked too, as libpng
+    // does when TensorFlow calls png_read_end.
+    reader.finish().map_err(corrupt)?;
+    raw.truncate(frame.buffer_size());
+    let src_channels = frame.color_type.samples();
+    let sixteen = frame.bit_depth == png::BitDepth::Sixteen;
+    let pixels = if !sixteen && src_channels == channels {
+        raw.truncate(width * height * channels);
+        raw
+    } else {
+        convert_channels(
+            &raw,
+            width * height,
+            src_channels,
+            sixteen,
+            channels,
+            filler,
+        )?
+    };
+    Ok(Decoded {
+        height,
+        width,
+        channels,
+        pixels,
+    })
+}
+
+/// libpng's `rgb_to_gray` with the coefficients TensorFlow asks for (0.299, 0.587), in 1/32768.
+const GRAY_R: u32 = 9797;
+const GRAY_G: u32 = 19234;
+const GRAY_B: u32 = 32768 - GRAY_R - GRAY_G;
+
+fn gray8(r: u8, g: u8, b: u8) -> u8 {
+    if r == g && g == b {
+        return r;
+    }
+    // libpng truncates for 8-bit samples.
+    ((GRAY_R * u32::from(r) + GRAY_G * u32::from(g) + GRAY_B * u32::from(b)) >> 15) as u8
+}
+
+fn gray16(r: u16, g: u16, b: u16) -> u16 {
+    if r == g && g == b {
+        return r;
+    }
+    // ... and rounds for 16-bit ones.
+    ((GRAY_R * u32::from(r) + GRAY_G * u32::from(g) + GRAY_B * u32::from(b) + 16384) >> 15) as u16
+}
+
+/// Converts `n` pixels of `src` samples (8-bit, or 16-bit big-endian) to 8-bit `dst` channels.
+fn convert_channels(
+    raw: &[u8],
+    n: usize,
+    src: usize,
+    sixteen: bool,
+    dst: usize,
+    filler: u8,
+) -> Result<Vec<u8>> {
+    let bytes = if sixteen { 2 } else { 1 };
+    if raw.len() < n * src * bytes {
+        return Err(Error::decode("PNG frame is shorter than its header says"));
+    }
+    let sample = |p: usize, c: usize| -> u16 {
+        let i = (p * src + c) * bytes;
+        if sixteen {
+            u16::from_be_bytes([raw[i], raw[i + 1]])
+        } else {
+            u16::from(raw[i])
+        }
+    };
+    let to8 = |v: u16| -> u8 {
+        if sixteen {
+            (v >> 8) as u8
+        } else {
+            v as u8
+        }
+    };
+    let mut out = vec![0u8; n * dst];
+    for (p, px) in out.chunks_exact_mut(dst).enumerate() {
+        let (gray, color, alpha) = match src {
+            1 => (Some(sample(p, 0)), None, None),
+            2 => (Some(sample(p, 0)), None, Some(sample(p, 1))),
+            3 => (None, Some([sample(p, 0), sample(p, 1), sample(p, 2)]), None),
+            4 => (
+                None,
+                Some([sample(p, 0), sample(p, 1), sample(p, 2)]),
+                Some(sample(p, 3)),
+            ),
+            other => {
+                return Err(Error::decode(format!(
+                    "unsupported PNG sample count {other}"
+                )))
+            }
+        };
+        match dst {
+            1 => {
+                px[0] = match (gray, color) {
+                    (Some(g), _) => to8(g),
+                    (None, Some([r, g, b])) if sixteen => to8(gray16(r, g, b)),
+                    (None, Some([r, g, b])) => gray8(r as u8, g as u8, b as u8),
+                    _ => 0,
+                }
+            }
+            _ => {
+                let [r, g, b] = match (gray, color) {
+                    (Some(v), _) => [v; 3],
+                    (None, Some(c)) => c,
+                    _ => [0; 3],
+                };
+                px[0] = to8(r);
+                px[1] = to8(g);
+                px[2] = to8(b);
+                if dst == 4 {
+                    px[3] = alpha.map_or(filler, to8);
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Encoding
+
+/// Encodes 8-bit pixels (`height x width x channels`, channels 1-4) as PNG.
+///
+/// `level` is the zlib level 0-9, or `None` for the default.
+pub fn encode_png(
+    pixels: &[u8],
+    height: usize,
+    width: usize,
+    channels: usize,
+    level: Option<u8>,
+) -> Result<Vec<u8>> {
+    let color = match channels {
+        1 => png::ColorType::Grayscale,
+        2 => png::ColorType::GrayscaleAlpha,
+        3 => png::ColorType::Rgb,
+        4 => png::ColorType::Rgba,
+        c => return Err(Error::encode(format!("PNG holds 1 to 4 channels, not {c}"))),
+    };
+    check_encode_size(pixels, height, width, channels, u32::MAX as usize)?;
+    let mut out = Vec::new();
+    let mut encoder = png::Encoder::new(&mut out, width as u32, height as u32);
+    encoder.set_color(color);
+    encoder.set_depth(png::BitDepth::Eight);
+    if let Some(level) = level {
+        encoder.set_deflate_compression(if level == 0 {
+            png::DeflateCompression::NoCompression
+        } else {
+            png::DeflateCompression::Level(level.min(9))
+        });
+        encoder.set_filter(if level == 0 {
+            png::Filter::NoFilter
+        } else {
+            png::Filter::Adaptive
+        });
+    }
+    let mut writer = encoder
+        .write_header()
+        .map_err(|e| Error::encode(e.to_string()))?;
+    writer
+        .write_image_data(pixels)
+        .map_err(|e| Error::encode(e.to_string()))?;
+    writer.finish().map_err(|e| Error::encode(e.to_string()))?;
+    Ok(out)
+}
+
+/// Encodes 8-bit pixels (`height x width x channels`, channels 1 or 3) as baseline JPEG.
+///
+/// `quality` is 1-100; `chroma_downsampling` stores colour at half resolution (4:2:0), as
+/// `tf.io.encode_jpeg` does by default.
+pub fn encode_jpeg(
+    pixels: &[u8],
+    height: usize,
+    width: usize,
+    channels: usize,
+    quality: u8,
+    chroma_downsampling: bool,
+) -> Result<Vec<u8>> {
+    let color = match channels {
+        1 => jpeg_encoder::ColorType::Luma,
+        3 => jpeg_encoder::ColorType::Rgb,
+        c => {
+            return Err(Error::encode(format!(
+                "JPEG images hold 1 or 3 channels, not {c}"
+            )))
+        }
+    };
+    check_encode_size(pixels, height, width, channels, usize::from(u16::MAX))?;
+    let mut out = Vec::new();
+    let mut encoder = jpeg_encoder::Encoder::new(&mut out, quality.clamp(1, 100));
+    encoder.set_sampling_factor(if chroma_downsampling {
+        jpeg_encoder::SamplingFactor::R_4_2_0
+    } else {
+        jpeg_encoder::SamplingFactor::R_4_4_4
+    });
+    encoder
+        .encode(pixels, width as u16, height as u16, color)
+        .map_err(|e| Error::encode(e.to_string()))?;
+    Ok(out)
+}
+
+fn check_encode_size(
+    pixels: &[u8],
+    height: usize,
+    width: usize,
+    channels: usize,
+    max_side: usize,
+) -> Result<()> {
+    if height == 0 || width == 0 {
+        return Err(Error::encode(format!(
+            "cannot encode an empty {height}x{width} image"
+        )));
+    }
+    if height > max_side || width > max_side {
+        return Err(Error::encode(format!(
+            "a {height}x{width} image is too large for this format (at most {max_side} per side)"
+        )));
+    }
+    if pixels.len() != height * width * channels {
+        return Err(Error::encode(format!(
+            "{} bytes do not make a {height}x{width}x{channels} image",
+            pixels.len()
+        )));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::decode::image::types::PNG_MAGIC;
+    use crate::decode::image::{decode, Format};
+
+    fn gradient(h: usize, w: usize, c: usize) -> Vec<u8> {
+        (0..h * w * c).map(|i| ((i * 7) % 251) as u8).collect()
+    }
+
+    #[test]
+    fn png_round_trip_every_channel_count() {
+        for c in 1..=4 {
+            let px = gradient(5, 7, c);
+            let png = encode_png(&px, 5, 7, c, None).unwrap();
+            let want = if c == 2 { 4 } else { c.max(1) };
+            let img = decode(&png, Format::Auto, if c == 2 { 4 } else { want }, 1 << 20).unwrap();
+            assert_eq!((img.height, img.width, img.channels), (5, 7, want));
+            if c != 2 {
+                assert_eq!(img.pixels, px);
+            }
+        }
+    }
+
+    #[test]
+    fn png_channel_conversion() {
+        let px = vec![10, 20, 30, 40, 50, 60, 255, 0, 0];
+        let png = encode_png(&px, 1, 3, 3, Some(1)).unwrap();
+        let gray = decode(&png, Format::Png, 1, 100).unwrap();
+        let expect: Vec<u8> = px.chunks(3).map(|p| gray8(p[0], p[1], p[2])).collect();
+        assert_eq!(gray.pixels, expect);
+        let rgba = decode(&png, Format::Png, 4, 100).unwrap();
+        assert_eq!(rgba.pixels[..4], [10, 20, 30, 255]);
+    }
+
+    #[test]
+    fn jpeg_round_trip_is_close() {
+        let px: Vec<u8> = (0..32 * 48 * 3)
+            .map(|i| (64 + (i / 3) % 48) as u8)
+            .collect();
+        let jpg = encode_jpeg(&px, 32, 48, 3, 95, false).unwrap();
+        let img = decode(&jpg, Format::Auto, 3, 1 << 20).unwrap();
+        assert_eq!((img.height, img.width, img.channels), (32, 48, 3));
+        let max = img
+            .pixels
+            .iter()
+            .zip(&px)
+            .map(|(a, b)| a.abs_diff(*b))
+            .max()
+            .unwrap();
+        assert!(max <= 8, "max diff {max}");
+    }
+
+    #[test]
+    fn truncated_and_oversized_images_are_errors() {
+        let px = gradient(16, 16, 3);
+        let jpg = encode_jpeg(&px, 16, 16, 3, 90, true).unwrap();
+        for cut in [jpg.len() - 2, jpg.len() / 2, 40, 3] {
+            let err = decode(&jpg[..cut], Format::Auto, 3, 1 << 20).unwrap_err();
+            assert!(err.to_string().contains("JPEG"), "{err}");
+        }
+        let err = decode(&jpg, Format::Auto, 3, 100).unwrap_err();
+        assert!(err.to_string().contains("over the limit"), "{err}");
+        let png = encode_png(&px, 16, 16, 3, None).unwrap();
+        let err = decode(&png, Format::Auto, 3, 100).unwrap_err();
+        assert!(err.to_string().contains("over the limit"), "{err}");
+        let mut bad = png.clone();
+        let n = bad.len();
+        bad[n - 20] ^= 1;
+        assert!(decode(&bad, Format::Auto, 3, 1 << 20).is_err());
+        assert!(decode(&png[..n / 2], Format::Auto, 3, 1 << 20).is_err());
+        assert!(decode(b"GIF89a....", Format::Auto, 3, 1 << 20)
+            .unwrap_err()
+            .to_string()
+            .contains("GIF"));
+        assert!(decode(&png, Format::Jpeg, 3, 1 << 20).is_err());
+    }
+
+    #[test]
+    fn huge_header_is_rejected_before_allocating() {
+        // A PNG header claiming 60000 x 60000 pixels, and nothing else.
+        let mut png = PNG_MAGIC.to_vec();
+        let mut ihdr = b"IHDR".to_vec();
+        ihdr.extend_from_slice(&60000u32.to_be_bytes());
+        ihdr.extend_from_slice(&60000u32.to_be_bytes());
+        ihdr.extend_from_slice(&[8, 2, 0, 0, 0]);
+        png.extend_from_slice(&13u32.to_be_bytes());
+        png.extend_from_slice(&ihdr);
+        png.extend_from_slice(&crc32fast_like(&ihdr).to_be_bytes());
+        let err = decode(&png, Format::Auto, 3, 1 << 26).unwrap_err();
+        assert!(err.to_string().contains("60000x60000"), "{err}");
+    }
+
+    // PNG's CRC-32 (ISO-HDLC), bitwise: only for building the test header above.
+    fn crc32fast_like(data: &[u8]) -> u32 {
+        let mut crc = 0xFFFF_FFFFu32;
+        for &b in data {
+            crc ^= u32::from(b);
+            for _ in 0..8 {
+                crc = if crc & 1 != 0 {
+                    (crc >> 1) ^ 0xEDB8_8320
+                } else {
+                    crc >> 1
+                };
+            }
+        }
+        !crc
+    }
+}

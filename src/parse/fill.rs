@@ -1,0 +1,192 @@
+//! Pass 2 of the parser for Example features (and a SequenceExample's context): one
+//! feature's found `Feature`s, row by row, decoded into one preallocated array for the batch.
+
+use super::lists::{Decode, DecodeError, Zero};
+use super::scan::Found;
+use super::spec::{FeatureConfig, Kind};
+use crate::error::{Error, Result};
+use crate::wire::split_feature;
+
+/// The feature a fill works on, for its error messages.
+pub(super) struct Ctx<'s> {
+    pub(super) cfg: &'s FeatureConfig,
+}
+
+impl Ctx<'_> {
+    pub(super) fn err(&self, row: usize, detail: String) -> Error {
+        Error::parse(row, &self.cfg.name, detail)
+    }
+
+    pub(super) fn decode_err(&self, row: usize, e: DecodeError) -> Error {
+        match e {
+            DecodeError::Malformed(m) => {
+                self.err(row, format!("malformed {}: {m}", self.cfg.wire().name()))
+            }
+            DecodeError::OutOfRange(v) => self.err(
+                row,
+                format!(
+                    "value {v} does not fit the requested dtype {}",
+                    self.cfg.dtype.name()
+                ),
+            ),
+        }
+    }
+
+    /// Splits a found Feature, checking its list type against the spec.
+    #[inline]
+    pub(super) fn list<'a>(&self, row: usize, feature: &'a [u8]) -> Result<Option<&'a [u8]>> {
+        match split_feature(feature) {
+            Err(m) => Err(self.err(row, format!("malformed Feature: {m}"))),
+            Ok(None) => Ok(None),
+            Ok(Some((w, list))) if w == self.cfg.wire() => Ok(Some(list)),
+            Ok(Some((w, _))) => Err(self.err(
+                row,
+                format!(
+                    "data types don't match: the record has a {} but the spec reads a {}",
+                    w.name(),
+                    self.cfg.wire().name()
+                ),
+            )),
+        }
+    }
+}
+
+/// Fixed features: exactly `n` values per row, or the defaults when the feature is missing.
+pub(super) fn fill_fixed<'a, T: Zero, D: Decode<'a, T>>(
+    ctx: &Ctx,
+    found: &[Found<'a>],
+    defaults: &[T],
+    kindless_is_missing: bool,
+) -> Result<Vec<T>> {
+    let n = ctx.cfg.n;
+    let mut out: Vec<T> = vec![T::zero(); found.len() * n];
+    for (row, f) in found.iter().enumerate() {
+        let dst = &mut out[row * n..(row + 1) * n];
+        // A Feature with no list set counts as missing in an Example (as in TensorFlow); in a
+        // SequenceExample's context it holds 0 values.
+        let list = match f {
+            Some(feature) => match ctx.list(row, feature)? {
+                None if !kindless_is_missing => Some(&[][..]),
+                list => list,
+            },
+            None => None,
+        };
+        match list {
+            None if defaults.len() == n => dst.copy_from_slice(defaults),
+            None => {
+                return Err(ctx.err(
+                    row,
+                    format!("required feature is missing and the spec gives no default_value (expected a {} of {n} values)", ctx.cfg.wire().name()),
+                ))
+            }
+            Some(list) => {
+                let count = D::decode(list, dst).map_err(|e| ctx.decode_err(row, e))?;
+                if count != n {
+                    return Err(ctx.err(row, format!("expected {n} values (the FixedLenFeature's shape), found {count}")));
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Var (`n == 1` value per step) and Example-level Sequence features: each row holds a flat
+/// list of `count` values, split into `count / n` steps of `n`, padded to `max_len` steps.
+pub(super) fn fill_var<'a, T: Zero, D: Decode<'a, T>>(
+    ctx: &Ctx,
+    found: &[Found<'a>],
+    pad: T,
+) -> Result<(Vec<T>, usize, Vec<i32>, u64)> {
+    let cfg = ctx.cfg;
+    let n = if cfg.kind == Kind::Sequence { cfg.n } else { 1 };
+    let lists: Vec<Option<&'a [u8]>> = found
+        .iter()
+        .enumerate()
+        .map(|(row, f)| match f {
+            Some(feature) => ctx.list(row, feature),
+            None => Ok(None),
+        })
+        .collect::<Result<_>>()?;
+    let mut steps = vec![0usize; found.len()];
+    if let Some(width) = cfg.max_len {
+        // The width is known: decode straight into the padded rows, one pass.
+        return fill_var_known_width::<T, D>(ctx, &lists, pad, n, width);
+    }
+    for (row, list) in lists.iter().enumerate() {
+        if let Some(list) = list {
+            let count = D::count(list).map_err(|e| ctx.decode_err(row, e))?;
+            if count % n != 0 {
+                return Err(ctx.err(row, format!("{count} values are not a whole number of steps of {n} (the FixedLenSequenceFeature's shape)")));
+            }
+            steps[row] = count / n;
+        }
+    }
+    let width = match cfg.max_len {
+        Some(m) => m,
+        None => steps.iter().copied().max().unwrap_or(0),
+    };
+    let mut truncated = 0u64;
+    let mut out: Vec<T> = vec![pad; found.len() * width * n];
+    let mut lengths = Vec::with_capacity(found.len());
+    for (row, list) in lists.iter().enumerate() {
+        let mut kept = steps[row];
+        if kept > width {
+            if !cfg.truncate {
+                return Err(ctx.err(
+                    row,
+                    format!("{} {} but max_len is {width}; pass truncate=True to keep the first {width}", steps[row], if n == 1 && cfg.kind == Kind::Var { "values" } else { "steps" }),
+                ));
+            }
+            truncated += 1;
+            kept = width;
+        }
+        if let Some(list) = list {
+            let dst = &mut out[row * width * n..(row + 1) * width * n];
+            D::decode(list, dst).map_err(|e| ctx.decode_err(row, e))?;
+        }
+        lengths.push(kept as i32);
+    }
+    Ok((out, width, lengths, truncated))
+}
+
+/// [`fill_var`] with `max_len` given: rows are decoded in place and checked afterwards.
+fn fill_var_known_width<'a, T: Zero, D: Decode<'a, T>>(
+    ctx: &Ctx,
+    lists: &[Option<&'a [u8]>],
+    pad: T,
+    n: usize,
+    width: usize,
+) -> Result<(Vec<T>, usize, Vec<i32>, u64)> {
+    let cfg = ctx.cfg;
+    let row_len = width * n;
+    let mut out: Vec<T> = vec![pad; lists.len() * row_len];
+    let mut lengths = Vec::with_capacity(lists.len());
+    let mut truncated = 0u64;
+    for (row, list) in lists.iter().enumerate() {
+        let count = match list {
+            Some(list) => {
+                let dst = &mut out[row * row_len..(row + 1) * row_len];
+                D::decode(list, dst).map_err(|e| ctx.decode_err(row, e))?
+            }
+            None => 0,
+        };
+        if count % n != 0 {
+            return Err(ctx.err(row, format!("{count} values are not a whole number of steps of {n} (the FixedLenSequenceFeature's shape)")));
+        }
+        let mut kept = count / n;
+        if kept > width {
+            if !cfg.truncate {
+                let what = if cfg.kind == Kind::Var {
+                    "values"
+                } else {
+                    "steps"
+                };
+                return Err(ctx.err(row, format!("{kept} {what} but max_len is {width}; pass truncate=True to keep the first {width}")));
+            }
+            truncated += 1;
+            kept = width;
+        }
+        lengths.push(kept as i32);
+    }
+    Ok((out, width, lengths, truncated))
+}

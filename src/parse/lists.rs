@@ -1,0 +1,500 @@
+//! Decoders of the three `*List` messages of `tf.train.Feature`, straight into the output
+//! element type:
+//!
+//! ```text
+//! BytesList { repeated bytes value = 1; }
+//! FloatList { repeated float value = 1 [packed = true]; }   // f32 little-endian
+//! Int64List { repeated int64 value = 1 [packed = true]; }   // varints, two's complement
+//! ```
+//!
+//! Writers pack the numeric lists (one length-delimited block), but a parser must also accept
+//! the unpacked form (one field per value) and several blocks, as protobuf does. Integers are
+//! range-checked against the output dtype (a value that does not fit is an error, never a wrap);
+//! floats are converted (f64, f16 and bf16 round from the stored f32).
+
+use half::{bf16, f16};
+
+use crate::wire::{self, read_key, read_len_delimited, read_varint};
+
+/// Why a list could not be decoded.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum DecodeError {
+    Malformed(&'static str),
+    OutOfRange(i64),
+}
+
+/// Output elements have a zero to preallocate rows with before values are decoded in place.
+pub(super) trait Zero: Copy {
+    fn zero() -> Self;
+}
+
+macro_rules! zero {
+    ($($t:ty => $z:expr),*) => {$(
+        impl Zero for $t {
+            #[inline(always)]
+            fn zero() -> Self { $z }
+        }
+    )*};
+}
+zero!(i8 => 0, i16 => 0, i32 => 0, i64 => 0, u8 => 0, u16 => 0, u32 => 0, u64 => 0, bool => false,
+      f32 => 0.0, f64 => 0.0, f16 => f16::ZERO, bf16 => bf16::ZERO);
+impl Zero for &[u8] {
+    #[inline(always)]
+    fn zero() -> Self {
+        &[]
+    }
+}
+
+pub(super) trait IntOut: Copy {
+    fn from_i64(v: i64) -> Option<Self>;
+}
+
+macro_rules! int_out {
+    ($($t:ty),*) => {$(
+        impl IntOut for $t {
+            #[inline(always)]
+            fn from_i64(v: i64) -> Option<Self> { <$t>::try_from(v).ok() }
+        }
+    )*};
+}
+int_out!(i8, i16, i32, i64, u8, u16, u32, u64);
+
+impl IntOut for bool {
+    #[inline(always)]
+    fn from_i64(v: i64) -> Option<Self> {
+        match v {
+            0 => Some(false),
+            1 => Some(true),
+            _ => None,
+        }
+    }
+}
+
+pub(super) trait FloatOut: Copy {
+    fn from_f32(v: f32) -> Self;
+    fn from_f64(v: f64) -> Self;
+}
+
+impl FloatOut for f32 {
+    #[inline(always)]
+    fn from_f32(v: f32) -> Self {
+        v
+    }
+    fn from_f64(v: f64) -> Self {
+        v as f32
+    }
+}
+impl FloatOut for f64 {
+    #[inline(always)]
+    fn from_f32(v: f32) -> Self {
+        f64::from(v)
+    }
+    fn from_f64(v: f64) -> Self {
+        v
+    }
+}
+impl FloatOut for f16 {
+    #[inline(always)]
+    fn from_f32(v: f32) -> Self {
+        f16::from_f32(v)
+    }
+    fn from_f64(v: f64) -> Self {
+        f16::from_f64(v)
+    }
+}
+impl FloatOut for bf16 {
+    #[inline(always)]
+    fn from_f32(v: f32) -> Self {
+        bf16::from_f32(v)
+    }
+    fn from_f64(v: f64) -> Self {
+        bf16::from_f64(v)
+    }
+}
+
+/// Decodes the values of one `*List` message into `out`, writing as many as fit and returning
+/// how many the list holds (so callers can report or truncate longer lists).
+pub(super) trait Decode<'a, T> {
+    fn decode(list: &'a [u8], out: &mut [T]) -> std::result::Result<usize, DecodeError>;
+    fn count(list: &'a [u8]) -> std::result::Result<usize, DecodeError>;
+}
+
+/// `Int64List`: packed varints (any number of blocks) or single varint fields.
+pub(super) struct Int64Decoder;
+/// `FloatList`: packed little-endian f32 blocks or single fixed32 fields.
+pub(super) struct FloatDecoder;
+/// `BytesList`: one length-delimited field per value.
+pub(super) struct BytesDecoder;
+
+impl<'a, T: IntOut> Decode<'a, T> for Int64Decoder {
+    #[inline]
+    fn decode(list: &'a [u8], out: &mut [T]) -> std::result::Result<usize, DecodeError> {
+        let mut n = 0usize;
+        let mut pos = 0usize;
+        let mut put = |v: u64, n: &mut usize| -> std::result::Result<(), DecodeError> {
+            let v = v as i64;
+            if let Some(slot) = out.get_mut(*n) {
+                *slot = T::from_i64(v).ok_or(DecodeError::OutOfRange(v))?;
+            }
+            *n += 1;
+            Ok(())
+        };
+        while pos < list.len() {
+            match read_key(list, &mut pos) {
+                Some((1, wire::LEN)) => {
+                    let block = read_len_delimited(list, &mut pos).ok_or(
+                        DecodeError::Malformed("packed int64 block overruns the list"),
+                    )?;
+                    let mut p = 0;
+                    let len = block.len();
+                    while p < len {
+                        // Varints of one to three bytes (values below 2^21: token ids,
+                        // labels, categorical ids) dominate real data; decode them without
+                        // the general loop.
+                        let b0 = block[p];
+                        let v = if b0 < 0x80 {
+                            p += 1;
+                            u64::from(b0)
+                        } else if p + 1 < len && block[p + 1] < 0x80 {
+                            p += 2;
+                            u64::from(b0 & 0x7f) | (u64::from(block[p - 1]) << 7)
+                        } else if p + 2 < len && block[p + 1] >= 0x80 && block[p + 2] < 0x80 {
+                            p += 3;
+                            u64::from(b0 & 0x7f)
+                                | (u64::from(block[p - 2] & 0x7f) << 7)
+                                | (u64::from(block[p - 1]) << 14)
+                        } else {
+                            read_varint(block, &mut p)
+                                .ok_or(DecodeError::Malformed("bad varint in packed int64 list"))?
+                        };
+                        put(v, &mut n)?;
+                    }
+                }
+                Some((1, wire::VARINT)) => {
+                    let v = read_varint(list, &mut pos)
+                        .ok_or(DecodeError::Malformed("bad varint in int64 list"))?;
+                    put(v, &mut n)?;
+                }
+                _ => return Err(DecodeError::Malformed("unexpected field in Int64List")),
+            }
+        }
+        Ok(n)
+    }
+
+    fn count(list: &'a [u8]) -> std::result::Result<usize, DecodeError> {
+        let mut n = 0usize;
+        let mut pos = 0usize;
+        while pos < list.len() {
+            match read_key(list, &mut pos) {
+                Some((1, wire::LEN)) => {
+                    let block = read_len_delimited(list, &mut pos).ok_or(
+                        DecodeError::Malformed("packed int64 block overruns the list"),
+                    )?;
+                    n += wire::count_varints(block);
+                }
+                Some((1, wire::VARINT)) => {
+                    read_varint(list, &mut pos)
+                        .ok_or(DecodeError::Malformed("bad varint in int64 list"))?;
+                    n += 1;
+                }
+                _ => return Err(DecodeError::Malformed("unexpected field in Int64List")),
+            }
+        }
+        Ok(n)
+    }
+}
+
+impl<'a, T: FloatOut> Decode<'a, T> for FloatDecoder {
+    #[inline]
+    fn decode(list: &'a [u8], out: &mut [T]) -> std::result::Result<usize, DecodeError> {
+        let mut n = 0usize;
+        let mut pos = 0usize;
+        while pos < list.len() {
+            match read_key(list, &mut pos) {
+                Some((1, wire::LEN)) => {
+                    let block = read_len_delimited(list, &mut pos).ok_or(
+                        DecodeError::Malformed("packed float block overruns the list"),
+                    )?;
+                    if block.len() % 4 != 0 {
+                        return Err(DecodeError::Malformed(
+                            "packed float block is not a multiple of 4 bytes",
+                        ));
+                    }
+                    let k = block.len() / 4;
+                    let room = out.len().saturating_sub(n).min(k);
+                    // Bulk copy: the compiler turns this into a vectorised load/convert loop.
+                    for (o, c) in out[n..n + room].iter_mut().zip(block.chunks_exact(4)) {
+                        *o = T::from_f32(f32::from_le_bytes([c[0], c[1], c[2], c[3]]));
+                    }
+                    n += k;
+                }
+                Some((1, wire::FIXED32)) => {
+                    let c = list
+                        .get(pos..pos + 4)
+                        .ok_or(DecodeError::Malformed("float value overruns the list"))?;
+                    pos += 4;
+                    if let Some(o) = out.get_mut(n) {
+                        *o = T::from_f32(f32::from_le_bytes([c[0], c[1], c[2], c[3]]));
+                    }
+                    n += 1;
+                }
+                _ => return Err(DecodeError::Malformed("unexpected field in FloatList")),
+            }
+        }
+        Ok(n)
+    }
+
+    fn count(list: &'a [u8]) -> std::result::Result<usize, DecodeError> {
+        let mut n = 0usize;
+        let mut pos = 0usize;
+        while pos < list.len() {
+            match read_key(list, &mut pos) {
+                Some((1, wire::LEN)) => {
+                    let block = read_len_delimited(list, &mut pos).ok_or(
+                        DecodeError::Malformed("packed float block overruns the list"),
+                    )?;
+                    if block.len() % 4 != 0 {
+                        return Err(DecodeError::Malformed(
+                            "packed float block is not a multiple of 4 bytes",
+                        ));
+                    }
+                    n += block.len() / 4;
+                }
+                Some((1, wire::FIXED32)) => {
+                    if pos + 4 > list.len() {
+                        return Err(DecodeError::Malformed("float value overruns the list"));
+                    }
+                    pos += 4;
+                    n += 1;
+                }
+                _ => return Err(DecodeError::Malformed("unexpected field in FloatList")),
+            }
+        }
+        Ok(n)
+    }
+}
+
+impl<'a> Decode<'a, &'a [u8]> for BytesDecoder {
+    #[inline]
+    fn decode(list: &'a [u8], out: &mut [&'a [u8]]) -> std::result::Result<usize, DecodeError> {
+        let mut n = 0usize;
+        let mut pos = 0usize;
+        while pos < list.len() {
+            match read_key(list, &mut pos) {
+                Some((1, wire::LEN)) => {
+                    let v = read_len_delimited(list, &mut pos)
+                        .ok_or(DecodeError::Malformed("bytes value overruns the list"))?;
+                    if let Some(o) = out.get_mut(n) {
+                        *o = v;
+                    }
+                    n += 1;
+                }
+                _ => return Err(DecodeError::Malformed("unexpected field in BytesList")),
+            }
+        }
+        Ok(n)
+    }
+
+    fn count(list: &'a [u8]) -> std::result::Result<usize, DecodeError> {
+        let mut dummy: [&[u8]; 0] = [];
+        Self::decode(list, &mut dummy)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::write_varint;
+
+    /// `Int64List` with `blocks` packed blocks, then `loose` values as single varint fields.
+    fn int64_list(blocks: &[&[i64]], loose: &[i64]) -> Vec<u8> {
+        let mut out = Vec::new();
+        for block in blocks {
+            let mut packed = Vec::new();
+            for &v in *block {
+                write_varint(&mut packed, v as u64);
+            }
+            out.push(0x0a); // field 1, LEN
+            write_varint(&mut out, packed.len() as u64);
+            out.extend(packed);
+        }
+        for &v in loose {
+            out.push(0x08); // field 1, VARINT
+            write_varint(&mut out, v as u64);
+        }
+        out
+    }
+
+    /// `FloatList`: one packed block, then single fixed32 fields.
+    fn float_list(packed: &[f32], loose: &[f32]) -> Vec<u8> {
+        let mut out = vec![0x0a];
+        write_varint(&mut out, packed.len() as u64 * 4);
+        out.extend(packed.iter().flat_map(|v| v.to_le_bytes()));
+        for v in loose {
+            out.push(0x0d); // field 1, FIXED32
+            out.extend(v.to_le_bytes());
+        }
+        out
+    }
+
+    fn bytes_list(values: &[&[u8]]) -> Vec<u8> {
+        let mut out = Vec::new();
+        for v in values {
+            out.push(0x0a);
+            write_varint(&mut out, v.len() as u64);
+            out.extend_from_slice(v);
+        }
+        out
+    }
+
+    fn ints<T: IntOut + Zero>(list: &[u8], room: usize) -> Result<(Vec<T>, usize), DecodeError> {
+        let mut out = vec![T::zero(); room];
+        let n = <Int64Decoder as Decode<'_, T>>::decode(list, &mut out)?;
+        Ok((out, n))
+    }
+
+    #[test]
+    fn int64_packed_and_unpacked_values_in_order() {
+        // One-, two-, three- and ten-byte varints (the fast paths and the general loop), in two
+        // packed blocks and loose fields.
+        let values = [
+            0,
+            1,
+            127,
+            128,
+            300,
+            16_383,
+            16_384,
+            2_097_151,
+            2_097_152,
+            -1,
+            i64::MIN,
+        ];
+        let list = int64_list(&[&values[..5], &values[5..9]], &values[9..]);
+        let (out, n) = ints::<i64>(&list, values.len()).unwrap();
+        assert_eq!((out, n), (values.to_vec(), values.len()));
+        assert_eq!(
+            <Int64Decoder as Decode<'_, i64>>::count(&list),
+            Ok(values.len())
+        );
+        assert_eq!(
+            <Int64Decoder as Decode<'_, i64>>::count(&[]),
+            Ok(0),
+            "an empty list"
+        );
+    }
+
+    #[test]
+    fn int64_writes_what_fits_and_counts_the_rest() {
+        let list = int64_list(&[&[1, 2, 3]], &[4]);
+        let (out, n) = ints::<i32>(&list, 2).unwrap();
+        assert_eq!((out, n), (vec![1, 2], 4));
+    }
+
+    #[test]
+    fn int64_range_checks_per_output_dtype() {
+        fn check<T: IntOut + Zero + PartialEq + std::fmt::Debug>(ok: &[i64], bad: &[i64]) {
+            let list = int64_list(&[ok], &[]);
+            assert!(ints::<T>(&list, ok.len()).is_ok(), "{ok:?}");
+            for &v in bad {
+                let list = int64_list(&[&[0, v]], &[]);
+                assert_eq!(
+                    ints::<T>(&list, 2).map(|_| ()),
+                    Err(DecodeError::OutOfRange(v)),
+                    "{v}"
+                );
+            }
+        }
+        check::<i8>(&[-128, 127], &[128, -129]);
+        check::<i16>(&[-32_768, 32_767], &[32_768, -32_769]);
+        check::<i32>(
+            &[i32::MIN.into(), i32::MAX.into()],
+            &[1 << 31, -(1 << 31) - 1],
+        );
+        check::<i64>(&[i64::MIN, i64::MAX], &[]);
+        check::<u8>(&[0, 255], &[256, -1]);
+        check::<u16>(&[0, 65_535], &[65_536, -1]);
+        check::<u32>(&[0, u32::MAX.into()], &[1 << 32, -1]);
+        // uint64 values arrive as int64 (the list's type): 2**63 and up read as negative.
+        check::<u64>(&[0, i64::MAX], &[-1, i64::MIN]);
+        check::<bool>(&[0, 1], &[2, -1]);
+        let (out, _) = ints::<bool>(&int64_list(&[&[1, 0]], &[]), 2).unwrap();
+        assert_eq!(out, vec![true, false]);
+    }
+
+    #[test]
+    fn int64_malformed_lists() {
+        let malformed = |list: &[u8]| {
+            let got = ints::<i64>(list, 8).map(|_| ());
+            assert!(
+                matches!(got, Err(DecodeError::Malformed(_))),
+                "{list:?}: {got:?}"
+            );
+            let count = <Int64Decoder as Decode<'_, i64>>::count(list);
+            assert!(matches!(count, Err(DecodeError::Malformed(_))), "{list:?}");
+        };
+        malformed(&[0x0a, 0x05, 0x01]); // the block overruns the list
+        malformed(&[0x08]); // a loose varint with no value
+        malformed(&[0x08, 0x80]); // ... or a cut one
+        malformed(&[0x12, 0x01, 0x00]); // field 2
+        malformed(&[0x0d, 0, 0, 0, 0]); // field 1 as fixed32
+                                        // A packed block ending inside a varint (the two- and three-byte fast paths at the end):
+                                        // decode refuses it; count tallies the terminated varints, and fill checks the values.
+        for block in [&[0x01, 0x80][..], &[0x80, 0x80], &[0x80; 11]] {
+            let mut list = vec![0x0a, block.len() as u8];
+            list.extend_from_slice(block);
+            let got = ints::<i64>(&list, 8).map(|_| ());
+            assert!(matches!(got, Err(DecodeError::Malformed(_))), "{block:?}");
+        }
+    }
+
+    #[test]
+    fn floats_packed_and_unpacked_into_every_float_dtype() {
+        let list = float_list(&[1.5, -0.25], &[3.0, f32::INFINITY]);
+        let want = [1.5f32, -0.25, 3.0, f32::INFINITY];
+        let mut f32s = [0f32; 4];
+        assert_eq!(FloatDecoder::decode(&list, &mut f32s), Ok(4));
+        assert_eq!(f32s, want);
+        let mut f64s = [0f64; 4];
+        assert_eq!(FloatDecoder::decode(&list, &mut f64s), Ok(4));
+        assert_eq!(f64s, want.map(f64::from));
+        let mut halves = [f16::ZERO; 4];
+        assert_eq!(FloatDecoder::decode(&list, &mut halves), Ok(4));
+        assert_eq!(halves, want.map(f16::from_f32));
+        let mut brains = [bf16::ZERO; 3];
+        assert_eq!(FloatDecoder::decode(&list, &mut brains), Ok(4), "what fits");
+        assert_eq!(brains, [1.5, -0.25, 3.0].map(bf16::from_f32));
+        assert_eq!(<FloatDecoder as Decode<'_, f32>>::count(&list), Ok(4));
+    }
+
+    #[test]
+    fn float_malformed_lists() {
+        let malformed = |list: &[u8]| {
+            let mut out = [0f32; 4];
+            let got = FloatDecoder::decode(list, &mut out);
+            assert!(matches!(got, Err(DecodeError::Malformed(_))), "{list:?}");
+            let count = <FloatDecoder as Decode<'_, f32>>::count(list);
+            assert!(matches!(count, Err(DecodeError::Malformed(_))), "{list:?}");
+        };
+        malformed(&[0x0a, 0x03, 0, 0, 0]); // a block of 3 bytes
+        malformed(&[0x0a, 0x08, 0, 0, 0, 0]); // a block that overruns
+        malformed(&[0x0d, 0, 0]); // a cut fixed32
+        malformed(&[0x08, 0x01]); // a varint
+        malformed(&[0x15, 0, 0, 0, 0]); // field 2
+    }
+
+    #[test]
+    fn bytes_values_borrow_from_the_list() {
+        let list = bytes_list(&[b"ab", b"", b"xyz"]);
+        let mut out: [&[u8]; 2] = [&[]; 2];
+        assert_eq!(BytesDecoder::decode(&list, &mut out), Ok(3));
+        assert_eq!(out, [&b"ab"[..], &b""[..]]);
+        assert_eq!(BytesDecoder::count(&list), Ok(3));
+        for bad in [&[0x0a, 0x04, b'a'][..], &[0x08, 0x01], &[0x12, 0x00]] {
+            assert!(
+                matches!(BytesDecoder::count(bad), Err(DecodeError::Malformed(_))),
+                "{bad:?}"
+            );
+        }
+    }
+}

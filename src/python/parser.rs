@@ -1,0 +1,223 @@
+//! The parser from Python: [`ExampleParser`] compiles the `CompiledFeature`s of
+//! `jaxrec/_spec.py` (see [`super::spec`]) and parses lists of records, chunks or rows of
+//! chunks with the GIL released, handing each feature back as a [`Column`].
+
+use numpy::{PyArray1, PyArray2, PyArrayMethods, PyReadonlyArray1};
+use pyo3::exceptions::{PyIndexError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::pybacked::PyBackedBytes;
+use pyo3::types::{PyBytes, PyList};
+
+use super::errors::skip_dict;
+use super::records::Chunk;
+use super::spec::{compile, FeatureArg};
+use crate::column::{self, ColumnData};
+use crate::error::{ErrorKind, Location, Skip};
+use crate::parse::spec::CompiledSpec;
+use crate::parse::{self, ParsedBatch};
+
+/// One parsed feature for the whole batch. Every field is named: adding one is one change
+/// here and one where `jaxrec/_parse.py` reads it.
+#[pyclass(module = "jaxrec._native", name = "Column", frozen, get_all)]
+pub(super) struct Column {
+    /// `[batch, ...]` values in the output dtype (float16/bfloat16 as uint16 bit patterns; see
+    /// `view_dtype`).
+    values: Py<PyAny>,
+    /// "float16" or "bfloat16" when `values` holds bit patterns to view as that dtype.
+    view_dtype: Option<&'static str>,
+    /// Var/Sequence features: values (steps) kept per row; for Var feature lists of a
+    /// SequenceExample, per step (`[batch, steps]`).
+    lengths: Option<Py<PyArray1<i32>>>,
+    /// Feature lists of a SequenceExample: steps per row.
+    steps: Option<Py<PyArray1<i64>>>,
+    /// Rows cut to `max_len` (only with `truncate`).
+    truncated: u64,
+    /// Decoded features with `on_error="skip"`: whether each row decoded.
+    valid: Option<Py<PyArray1<bool>>>,
+    /// Decoded features whose shape varies: each row's shape, `[batch, ndim]`.
+    shapes: Option<Py<PyArray2<i32>>>,
+    /// Rows skipped by `on_error="skip"`.
+    skipped: u64,
+    /// The first few of them, as dicts (see `python/errors.rs` `skip_dict`).
+    skips: Py<PyList>,
+}
+
+/// A parsed batch: the columns of the Example features (or SequenceExample context), and of
+/// the feature lists, in spec order.
+#[pyclass(module = "jaxrec._native", name = "ParsedBatch", frozen, get_all)]
+pub(super) struct Parsed {
+    /// Columns of the Example features, or of the SequenceExample context.
+    context: Py<PyList>,
+    /// Columns of the SequenceExample feature lists (empty for Examples).
+    sequence: Py<PyList>,
+}
+
+/// Converts a column to Python. `feature` names it in skip records; `locate(row)` says where
+/// a row's record is (`None`: rows of an in-memory list, named by their index).
+pub(super) fn column_to_py(
+    py: Python<'_>,
+    col: column::Column<'_>,
+    feature: &str,
+    locate: &dyn Fn(usize) -> Option<Location>,
+) -> PyResult<Column> {
+    macro_rules! arr {
+        ($v:expr) => {
+            PyArray1::from_vec(py, $v)
+                .reshape(col.shape.clone())?
+                .into_any()
+        };
+    }
+    let (values, view_dtype) = match col.data {
+        ColumnData::I8(v) => (arr!(v), None),
+        ColumnData::I16(v) => (arr!(v), None),
+        ColumnData::I32(v) => (arr!(v), None),
+        ColumnData::I64(v) => (arr!(v), None),
+        ColumnData::U8(v) => (arr!(v), None),
+        ColumnData::U16(v) => (arr!(v), None),
+        ColumnData::U32(v) => (arr!(v), None),
+        ColumnData::U64(v) => (arr!(v), None),
+        ColumnData::Bool(v) => (arr!(v), None),
+        // Bit patterns; Python views them as float16 / ml_dtypes.bfloat16.
+        ColumnData::F16(v) => (arr!(v), Some("float16")),
+        ColumnData::BF16(v) => (arr!(v), Some("bfloat16")),
+        ColumnData::F32(v) => (arr!(v), None),
+        ColumnData::F64(v) => (arr!(v), None),
+        ColumnData::Bytes(v) => {
+            let objs: Vec<Py<PyAny>> = v
+                .iter()
+                .map(|b| PyBytes::new(py, b).into_any().unbind())
+                .collect();
+            (arr!(objs), None)
+        }
+    };
+    let rows = col.shape.first().copied().unwrap_or(0);
+    let shapes = match col.shapes {
+        Some(s) => {
+            let ndim = s.len().checked_div(rows).unwrap_or(0);
+            Some(PyArray1::from_vec(py, s).reshape([rows, ndim])?.unbind())
+        }
+        None => None,
+    };
+    let skips = PyList::empty(py);
+    for s in &col.skips {
+        let skip = Skip {
+            kind: ErrorKind::Parse,
+            loc: locate(s.row).unwrap_or_else(|| Location::row(s.row)),
+            feature: Some(feature.to_owned()),
+            reason: s.reason.clone(),
+        };
+        skips.append(skip_dict(py, &skip, Some(s.row))?)?;
+    }
+    Ok(Column {
+        values: values.unbind(),
+        view_dtype,
+        lengths: col.lengths.map(|l| PyArray1::from_vec(py, l).unbind()),
+        steps: col.steps.map(|s| PyArray1::from_vec(py, s).unbind()),
+        truncated: col.truncated,
+        valid: col.valid.map(|v| PyArray1::from_vec(py, v).unbind()),
+        shapes,
+        skipped: col.skipped,
+        skips: skips.unbind(),
+    })
+}
+
+/// A compiled spec: parses batches of serialized Examples (or SequenceExamples when
+/// `sequence_features` is given) into numpy arrays, with the GIL released.
+#[pyclass(module = "jaxrec._native", frozen)]
+pub(super) struct ExampleParser {
+    context: CompiledSpec,
+    sequence: Option<CompiledSpec>,
+}
+
+impl ExampleParser {
+    /// Parses `records` with the GIL released; `locate(row)` says where row `row` came from,
+    /// so that errors and skip records name the record's file, index and offset rather than
+    /// its row in the batch.
+    fn run(
+        &self,
+        py: Python<'_>,
+        records: &[&[u8]],
+        locate: &dyn Fn(usize) -> Option<Location>,
+    ) -> PyResult<Parsed> {
+        let parsed = py.detach(|| match &self.sequence {
+            None => parse::parse_examples(records, &self.context),
+            Some(seq) => parse::parse_sequence_examples(records, &self.context, seq),
+        });
+        let ParsedBatch { context, sequence } = parsed.map_err(|e| e.relocate(locate))?;
+        let columns = |cols: Vec<column::Column<'_>>, spec: Option<&CompiledSpec>| {
+            let out = PyList::empty(py);
+            for (i, col) in cols.into_iter().enumerate() {
+                let name = spec.and_then(|s| s.features.get(i)).map_or("", |f| &f.name);
+                out.append(column_to_py(py, col, name, locate)?)?;
+            }
+            PyResult::Ok(out.unbind())
+        };
+        Ok(Parsed {
+            context: columns(context, Some(&self.context))?,
+            sequence: columns(sequence, self.sequence.as_ref())?,
+        })
+    }
+}
+
+#[pymethods]
+impl ExampleParser {
+    /// Compiles `features` (and `sequence_features`, for SequenceExamples): lists of
+    /// `jaxrec._spec.CompiledFeature`.
+    #[new]
+    #[pyo3(signature = (features, sequence_features=None))]
+    fn new(
+        features: Vec<FeatureArg<'_>>,
+        sequence_features: Option<Vec<FeatureArg<'_>>>,
+    ) -> PyResult<Self> {
+        let context = compile(features)?;
+        let sequence = sequence_features.map(compile).transpose()?;
+        Ok(ExampleParser { context, sequence })
+    }
+
+    /// Parses a list of serialized records; errors and skips name each record's index in it.
+    fn parse(&self, py: Python<'_>, records: Vec<PyBackedBytes>) -> PyResult<Parsed> {
+        let slices: Vec<&[u8]> = records.iter().map(|r| &r[..]).collect();
+        self.run(py, &slices, &|_| None)
+    }
+
+    /// Parses every record of a chunk; errors and skips name the chunk's file, record index
+    /// and offset.
+    fn parse_chunk(&self, py: Python<'_>, chunk: &Chunk) -> PyResult<Parsed> {
+        let slices = chunk.records();
+        self.run(py, &slices, &|row| chunk.location(row))
+    }
+
+    /// Parses a batch gathered from several chunks: row i is record `rows[i]` of chunk
+    /// `chunks[which[i]]` (the loader's shuffled order). Errors and skips name that record's
+    /// file, index and offset.
+    fn parse_rows<'py>(
+        &self,
+        py: Python<'py>,
+        chunks: Vec<PyRef<'py, Chunk>>,
+        which: PyReadonlyArray1<'py, i64>,
+        rows: PyReadonlyArray1<'py, i64>,
+    ) -> PyResult<Parsed> {
+        let (which, rows) = (which.as_slice()?, rows.as_slice()?);
+        if which.len() != rows.len() {
+            return Err(PyValueError::new_err(
+                "which and rows must have the same length",
+            ));
+        }
+        let mut slices = Vec::with_capacity(rows.len());
+        let mut origins = Vec::with_capacity(rows.len());
+        for (&c, &r) in which.iter().zip(rows) {
+            let chunk = usize::try_from(c).ok().and_then(|c| chunks.get(c));
+            let row = usize::try_from(r).ok();
+            match (chunk, row) {
+                (Some(chunk), Some(row)) if row < chunk.inner.len() => {
+                    slices.push(chunk.inner.record(row));
+                    origins.push((chunk, row));
+                }
+                _ => return Err(PyIndexError::new_err(format!("no record {r} in chunk {c}"))),
+            }
+        }
+        self.run(py, &slices, &|i| {
+            origins.get(i).and_then(|(chunk, row)| chunk.location(*row))
+        })
+    }
+}
