@@ -422,16 +422,6 @@ class CompiledFeature:
             keys.append(valid_key(self.name))
         return tuple(keys)
 
-    @property
-    def decoder(self) -> tuple[str, dict[str, Any]] | None:
-        """``(kind, fields)`` of :attr:`decoding`: the old spelling, for ``_loader/loader.py``.
-
-        Transitional: remove once the loader reads ``c.decoding.max_shape``.
-        """
-        if self.decoding is None:
-            return None
-        return self.decoding.kind, dataclasses.asdict(self.decoding)
-
 
 def _default_values(
     default: Any, dtype: np.dtype | type[bytes], count: int, name: str

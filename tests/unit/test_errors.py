@@ -131,9 +131,18 @@ def test_the_message_names_only_what_is_known(where, message):
     assert all(getattr(err, name) is None for name in unknown)
 
 
-def test_location_is_keyword_only():
-    with pytest.raises(TypeError):
-        jr.CorruptRecordError("bad", "f.tfrecord")
+def test_location_by_position_is_the_same_as_by_keyword():
+    # The native core raises these with a positional tuple (pyo3's PyErr::new).
+    a = jr.CorruptRecordError("bad", "f.tfrecord", 3, 120, "x")
+    b = jr.CorruptRecordError(
+        "bad", path="f.tfrecord", record_index=3, byte_offset=120, feature="x"
+    )
+    assert str(a) == str(b) and (a.path, a.record_index, a.byte_offset, a.feature) == (
+        b.path,
+        b.record_index,
+        b.byte_offset,
+        b.feature,
+    )
 
 
 @pytest.mark.parametrize("cls", LOCATED, ids=ids)

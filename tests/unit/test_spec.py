@@ -369,12 +369,6 @@ def test_bool_defaults(default):
     assert out.dtype == np.bool_ and out[0].tolist() == [bool(default)] * 2
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="float defaults are range-checked in float64, where int64's max rounds up to 2**63: "
-    "default_value=2.0**63 passes the check and the cast to int64 wraps it to -2**63 (numpy "
-    "only warns 'invalid value encountered in cast')",
-)
 def test_float_default_just_past_int64_is_refused():
     refused({"v": jr.FixedLenFeature([], np.int64, default_value=2.0**63)}, "does not fit")
 

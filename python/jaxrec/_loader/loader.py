@@ -394,8 +394,8 @@ def _check_static(compiled: list[CompiledFeature], where: str) -> None:
                 f"feature {c.name!r} in {where} needs max_len: the Loader yields static "
                 "shapes (XLA recompiles on every new shape)"
             )
-        decoded_shape_varies = c.decoder is not None and c.has_shape
-        if decoded_shape_varies and c.decoder[1].get("max_shape") is None:
+        decoded_shape_varies = c.decoding is not None and c.has_shape
+        if decoded_shape_varies and c.decoding.max_shape is None:
             raise FeatureSpecError(
                 f"feature {c.name!r} in {where} needs max_shape: its decoded shape varies "
                 "by record and the Loader yields static shapes"

@@ -10,7 +10,6 @@ record index and byte offset, and the exit status is 1 if there is any.
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 from collections.abc import Callable
 
@@ -36,7 +35,6 @@ from jaxrec.errors import CorruptRecordError, ExampleParseError
 
 __all__ = ["add_parser", "run"]
 
-_FRAMING_ERROR = re.compile(r"record (\d+), byte offset (\d+): (.*)", re.S)
 _MAX_KEPT = 1000
 
 
@@ -110,28 +108,18 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_OK if bad == 0 else EXIT_BAD_DATA
 
 
-def _framing_errors(path: str, messages: list[str]) -> list[dict]:
-    """Recovers the fields of the errors the native reader keeps as text for skipped records.
-
-    Each reads ``path, record N, byte offset M: detail``.
-    """
-    out = []
-    for msg in messages:
-        m = _FRAMING_ERROR.fullmatch(msg.removeprefix(f"{path}, "))
-        if m:
-            record, offset, detail = int(m[1]), int(m[2]), m[3]
-        else:
-            record, offset, detail = None, None, msg
-        out.append(
-            {
-                "record": record,
-                "offset": offset,
-                "kind": "framing",
-                "feature": None,
-                "message": detail,
-            }
-        )
-    return out
+def _framing_errors(skips: list[dict]) -> list[dict]:
+    """The records the native reader skipped (``stats()["skips"]``), as verify reports them."""
+    return [
+        {
+            "record": s["record_index"],
+            "offset": s["byte_offset"],
+            "kind": "framing",
+            "feature": s["feature"],
+            "message": s["reason"],
+        }
+        for s in skips
+    ]
 
 
 def _verify_file(path: str, advance: Callable, parse: Callable | None) -> dict:
@@ -161,7 +149,7 @@ def _verify_file(path: str, advance: Callable, parse: Callable | None) -> dict:
         bad += 1
     stats = reader.stats()
     bad += int(stats["skipped_records"])
-    errors = _framing_errors(path, list(stats["errors"])) + errors
+    errors = _framing_errors(list(stats["skips"])) + errors
     errors.sort(key=lambda e: (e["offset"] is None, e["offset"] or 0))
     return {
         "path": path,
