@@ -543,3 +543,12 @@ class RandomAccessReader:
             self._streams[f] = (reader, nxt)
         assert chunk is not None
         return chunk[0]
+
+
+def file_fingerprint(path: str) -> tuple[int, int, int]:
+    """``(size, head_crc, tail_crc)`` of a file: whether it is still the same file.
+
+    The CRCs are masked CRC32C of its first and last 64 KiB, as an index records them.
+    """
+    size, _mtime, head, tail = _fingerprint(path)
+    return size, head, tail

@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
+import json
 import os
 import secrets
 import threading
@@ -26,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from jaxrec._io.index import file_fingerprint
 from jaxrec._io.paths import PathLike, expand_paths, file_size
 from jaxrec._io.records import open_reader, skips_errors
 from jaxrec._loader.batcher import Batcher
@@ -41,7 +43,7 @@ from jaxrec._loader.stats import Stats
 from jaxrec._loader.stream import EpochStream
 from jaxrec._parse import ExampleParser
 from jaxrec._spec import KIND_FIXED, CompiledFeature
-from jaxrec.errors import FeatureSpecError, JaxrecError, ShardingError
+from jaxrec.errors import FeatureSpecError, FileChangedError, JaxrecError, ShardingError
 
 __all__ = ["BatchInfo", "Loader"]
 
@@ -143,6 +145,7 @@ class Loader:
         self.block_length = max(1, int(block_length))
         self.chunk_bytes = chunk_bytes
         self.shard: HostShard = host_shard(process_index, process_count)
+        self._fingerprint_cache: dict[int, list[int]] = {}
         self._skip_errors = skip
         self._reader_options = {"compression": compression, "verify": verify, "skip_errors": skip}
         self.parser = ExampleParser(features, sequence_features)
@@ -190,7 +193,7 @@ class Loader:
             if self.shuffle and seed is None and saved.get("seed") is not None:
                 self.seed = saved["seed"]  # the saved run drew its seed at random: keep it
                 self._layout = dataclasses.replace(self._layout, seed=self.seed)
-            check_config(saved, self._config())
+            self._check_saved(saved, state)
             lost = position.segments or (position.batches and position.hint is None)
             if not self.spans.known and lost:
                 raise JaxrecError(
@@ -222,6 +225,57 @@ class Loader:
             "drop_remainder": self.drop_remainder,
         }
 
+    def _check_saved(self, saved: Mapping[str, Any], state: Any) -> None:
+        """Refuses a state whose files or settings differ from this loader's."""
+        mine = self._config()
+        changed = [k for k in ("files", "files_digest", "spans") if saved.get(k) != mine.get(k)]
+        if changed:
+            raise JaxrecError(
+                "the files changed since the state was saved: their list or their record "
+                f"counts differ ({', '.join(changed)}); a state resumes only the data it was "
+                "saved on"
+            )
+        check_config(saved, mine)
+        if isinstance(state, str):
+            state = json.loads(state)
+        for file, (size, head, tail) in (state.get("fingerprints") or {}).items():
+            path = self.paths[int(file)]
+            now = file_fingerprint(path)
+            if now != (size, head, tail):
+                what = f"{size} bytes then, {now[0]} now" if now[0] != size else "same size"
+                raise FileChangedError(
+                    f"the file changed since the state was saved ({what}; its first or last "
+                    "64 KiB differ): a state resumes only the data it was saved on",
+                    path=path,
+                )
+
+    def _fingerprints(self, position: LoaderPosition) -> dict[str, list[int]]:
+        """Size and head/tail CRCs of the files this host reads at ``position`` (cached)."""
+        if self._span_sizes is not None:
+            order = epoch_order(len(self.spans), self.seed, position.epoch)
+            order = order[self._span_sizes[order] > 0]
+            mine = byte_deal(self._span_sizes, order, self.shard.count, self.shard.index)
+        else:
+            mine = self._share(position)[0][self.shard.index]
+        out = {}
+        for f in sorted({int(self.spans.file[s]) for s in mine.span}):
+            if f not in self._fingerprint_cache:
+                self._fingerprint_cache[f] = list(file_fingerprint(self.paths[f]))
+            out[str(f)] = self._fingerprint_cache[f]
+        return out
+
+    def _share(self, position: LoaderPosition):
+        order = epoch_order(len(self.spans), self.seed, position.epoch)
+        shares = segment_shares(
+            self.spans.count,
+            order,
+            position.segments,
+            self.shard.count,
+            self._layout,
+            position.epoch,
+        )
+        return shares, order
+
     def _open_reader(self, path: str, **position: int):
         return open_reader(path, **self._reader_options, **position)
 
@@ -240,9 +294,7 @@ class Loader:
             mine = byte_deal(self._span_sizes, order, self.shard.count, self.shard.index)
             plan = None
         else:
-            shares = segment_shares(
-                self.spans.count, order, position.segments, self.shard.count, self._layout, epoch
-            )
+            shares, _ = self._share(position)
             mine = shares[self.shard.index]
             plan = epoch_plan(
                 sum(p.total for p in shares), self.shard, self.batch_size, self.drop_remainder
@@ -367,9 +419,13 @@ class Loader:
         Save it with your checkpoint; ``Loader(<same arguments>, state=state)`` yields the
         batches an uninterrupted run would have yielded next, shuffle included.
         """
-        return self._position.to_state(
+        state = self._position.to_state(
             self._config(), self.shard.count, self.batch_size, self.shard.index
         )
+        # The files this host reads now, checked when the state is loaded: a file rewritten
+        # to the same size and record count is still found.
+        state["fingerprints"] = self._fingerprints(self._position)
+        return state
 
     def stats(self) -> dict[str, Any]:
         """Counters of the run so far.

@@ -176,6 +176,7 @@ class PieceReader:
             # Records the reader skipped as bad: the plan counted them, the batch will not.
             self.found += missing
             return
+        missing = self.need - self.found if self.need is not None else missing
         raise FileChangedError(
             f"ended {missing} records short of records {self.first}..{self.last} that were "
             "counted when the epoch was planned; the file changed (rewritten, truncated?) "
