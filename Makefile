@@ -2,7 +2,7 @@
 PYTHON ?= python
 .DEFAULT_GOAL := help
 
-.PHONY: help install test test-rust test-py lint format bench golden demo
+.PHONY: help install test test-rust test-py lint format bench golden demo mutants mutants-rust mutants-py
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -42,3 +42,14 @@ golden: ## Rewrite tests/data/golden with real TensorFlow (needs: pip install -e
 
 demo: ## Run the demo on the embedded dataset
 	$(PYTHON) -m jaxrec.demo
+
+LOADER_TESTS = tests/unit/test_interleave.py tests/unit/test_shares.py tests/unit/test_sharding.py \
+	tests/unit/test_loader.py tests/unit/test_loader_pods.py tests/unit/test_loader_integrity.py
+
+mutants: mutants-rust mutants-py ## Mutation testing: do the tests notice deliberate bugs? (slow)
+
+mutants-rust: ## cargo-mutants on the framing and the parser, against the Rust tests alone
+	cargo mutants --no-shuffle -j 2 -f 'src/records/*.rs' -f 'src/parse/*.rs' -f src/wire.rs
+
+mutants-py: ## Mutants of the Loader's stages against its tests (scripts/mutants_py.py)
+	$(PYTHON) scripts/mutants_py.py python/jaxrec/_loader/*.py --tests $(LOADER_TESTS) --jobs 2
