@@ -63,33 +63,44 @@ class Loader:
         batch_size: rows per batch on this host (the global batch is ``batch_size *
             process_count``).
         sequence_features: read SequenceExamples with this feature-list spec.
-        shuffle: shuffle the file order per epoch and records through a buffer.
+        shuffle: deal the dataset's spans in a new order every epoch, and emit each host's
+            records window by window in a seeded random order.
         seed: shuffle seed (a random one is drawn and kept in the state if None).
-        shuffle_buffer: records in the shuffle buffer.
-        num_epochs: epochs to read (None: forever).
+        shuffle_buffer: records per shuffle window (memory: about two windows of records).
+        num_epochs: epochs to read (None: forever; then nothing is counted at start unless
+            record indexes say it already).
         drop_remainder: cut every host's epoch to the same number of full batches instead of
-            padding the last batches with masked rows.
+            padding the last batch with masked rows.
         sharding: a ``jax.sharding.Sharding`` for the batch (e.g.
             ``NamedSharding(mesh, P("data"))``); None yields numpy batches.
         prefetch: batches prepared ahead of the consumer (on devices when sharded).
-        num_threads: reader/parser threads (default: the machine's cores).
-        cycle_length: files read at once (default: ``num_threads``, at most 16).
-        block_length: records taken from each file in turn.
+        num_threads: reader/parser threads (default: the machine's cores). The order and the
+            state do not depend on it.
+        cycle_length: pieces of the host's share read at once (the interleave; default 16).
+        block_length: records taken from each piece in turn.
         compression: ``"auto"``, None, ``"GZIP"`` or ``"ZLIB"``.
         verify: check record CRCs.
         on_error: ``"raise"`` or ``"skip"`` (bad records skipped and counted in
             :meth:`stats`; parse errors always raise).
-        process_index, process_count: this host's shard (default: JAX's).
+        process_index, process_count: this host's shard (default: JAX's, without
+            initialising JAX when ``jax.distributed`` is not in use).
         record_counts: record count of each file, if known; else taken from fresh record
-            indexes (``jaxrec index``) or counted at start by a framing-only pass.
+            indexes (``jaxrec index``) or counted: on a pod each host counts its share and
+            one collective over ``jax.distributed`` shares the counts.
         chunk_bytes: size of the blocks files are read in.
         mask_key: the key of the mask in each batch.
-        state: a :meth:`state` from an earlier run with the same arguments, to resume from.
+        state: a :meth:`state` from an earlier run on the same files and settings, to resume
+            from: on the same number of hosts it continues exactly; on another (or with
+            another batch size) the interrupted epoch continues with the records no host has
+            yielded yet, each exactly once.
+        span_bytes: the size of the spans an indexed file is cut into for dealing.
 
     Raises:
         FeatureSpecError: a variable-length feature lacks ``max_len`` (batches need static
             shapes), or an output key collides with ``mask_key``.
-        ShardingError: the batch cannot be split as ``sharding`` asks, or there are no files.
+        ShardingError: the batch cannot be split as ``sharding`` asks, there are no files
+            or records, or ``drop_remainder`` leaves no full batch.
+        JaxrecError: ``state`` does not fit these files and settings.
 
     Example:
         >>> loader = Loader("train-*.tfrecord", spec, batch_size=256, shuffle=True, seed=0,
