@@ -49,3 +49,20 @@ def test_no_jax_initialisation_for_one_host():
     code = "import jaxrec._loader.sharding as s, sys; s.host_shard(); print('jax' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_a_host_loader_never_imports_jax(tmp_path):
+    import subprocess
+    import sys
+
+    code = f"""
+import sys, numpy as np, jaxrec as jr
+with jr.TFRecordWriter({str(tmp_path / "a.tfrecord")!r}) as w:
+    w.write_many([jr.encode_example({{"id": i}}) for i in range(40)])
+loader = jr.Loader({str(tmp_path / "a.tfrecord")!r}, {{"id": jr.FixedLenFeature([], np.int64)}}, 8,
+                   shuffle=True, seed=0)
+assert sum(int(b["mask"].sum()) for b in loader) == 40
+print("jax" in sys.modules)
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
