@@ -37,7 +37,7 @@ bench: ## Side-by-side throughput against tf.data (needs: pip install -e ".[tf]"
 	$(PYTHON) benchmarks/bench_images.py --threads 2
 	$(PYTHON) benchmarks/bench_device_feed.py --threads 2
 
-golden: ## Rewrite tests/data/golden with real TensorFlow (needs: pip install -e ".[tf]")
+golden: ## Rewrite tests/data/golden{,_images,_proto} with real TensorFlow (needs: pip install -e ".[tf]")
 	$(PYTHON) scripts/make_golden.py
 
 demo: ## Run the demo on the embedded dataset

@@ -24,6 +24,13 @@ Some records probe places where TensorFlow's fast parser differs from protobuf s
 those the manifest's ``accept`` lists the outcomes the test allows: ``tf`` (TF's result),
 ``protobuf`` (TF run on the record after a protobuf parse + re-serialize, i.e. what a
 spec-conforming protobuf parser gives) and ``error`` (raising ExampleParseError).
+
+``--only images`` writes tests/data/golden_images/ (decoded images, decode_raw, parse_tensor).
+``--only proto`` writes tests/data/golden_proto/: the FileDescriptorProtos of TF's
+``tensorflow/core/example/{feature,example}.proto`` exactly as its generated ``*_pb2`` modules
+hold them, each tf.train class's DescriptorProto, and the bytes, text format and values TF gives
+for the messages that tests/unit/test_proto.py and test_encode.py cross-check. Those tests build
+TF's classes from these files in a fresh descriptor pool, so they run without TensorFlow.
 """
 
 from __future__ import annotations
@@ -43,6 +50,12 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
+from google.protobuf import (  # noqa: E402
+    descriptor_pb2,
+    descriptor_pool,
+    message_factory,
+    text_format,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "tests" / "data" / "golden"
@@ -1730,13 +1743,259 @@ def _write_images_readme(files_doc: dict):
     README.write_text(text, encoding="utf-8")
 
 
+# ============================================================================================
+# tf.train schema and messages: tests/data/golden_proto/, read by tests/unit/test_proto.py and
+# tests/unit/test_encode.py (through the fixtures in tests/conftest.py)
+
+PROTO_OUT = ROOT / "tests" / "data" / "golden_proto"
+PROTO_BEGIN, PROTO_END = "<!-- golden-proto:begin -->", "<!-- golden-proto:end -->"
+TRAIN_CLASSES = (
+    "BytesList",
+    "FloatList",
+    "Int64List",
+    "Feature",
+    "Features",
+    "FeatureList",
+    "FeatureLists",
+    "Example",
+    "SequenceExample",
+)
+
+LIST_KINDS = {"BytesList": "bytes_list", "FloatList": "float_list", "Int64List": "int64_list"}
+
+
+def _f32_hex(v: float) -> str:
+    return f"{struct.unpack('<I', struct.pack('<f', v))[0]:08x}"
+
+
+def _list_json(kind: str, values) -> list:
+    """A list's values as JSON: int64 as ints, float32 as bit patterns (hex), bytes as hex."""
+    if kind == "float_list":
+        return [_f32_hex(v) for v in values]
+    if kind == "bytes_list":
+        return [bytes(v).hex() for v in values]
+    return [int(v) for v in values]
+
+
+def _proto_json(msg) -> dict | list:
+    """What a tf.train message holds, as JSON (the tests compute the same from jaxrec's classes).
+
+    Feature: {"kind", "values"}; a list message: its values; Example: {"features": {key:
+    Feature}}; SequenceExample: {"context": {key: Feature}, "feature_lists": {key: [Feature]}}.
+    Map keys sorted.
+    """
+    name = msg.DESCRIPTOR.name
+    if name == "Feature":
+        kind = msg.WhichOneof("kind")
+        return {"kind": kind, "values": _list_json(kind, getattr(msg, kind).value) if kind else []}
+    if name in LIST_KINDS:
+        return _list_json(LIST_KINDS[name], msg.value)
+
+    def features(f):
+        return {k: _proto_json(f.feature[k]) for k in sorted(f.feature)}
+
+    if name == "Example":
+        return {"features": features(msg.features)}
+    if name == "SequenceExample":
+        lists = msg.feature_lists.feature_list
+        return {
+            "context": features(msg.context),
+            "feature_lists": {k: [_proto_json(s) for s in lists[k].feature] for k in sorted(lists)},
+        }
+    raise ValueError(f"no JSON form for {name}")
+
+
+def _golden_messages() -> dict:
+    """The messages the cross-checks compare, built with tf.train exactly as the tests did."""
+    t = tf.train
+    label = t.Example(
+        features=t.Features(feature={"label": t.Feature(int64_list=t.Int64List(value=[1]))})
+    )
+    rich = t.Example(
+        features=t.Features(
+            feature={
+                "ints": t.Feature(int64_list=t.Int64List(value=[0, -1, 2**63 - 1, -(2**63)])),
+                "floats": t.Feature(float_list=t.FloatList(value=[1.5, -0.0, float("inf")])),
+                "bytes": t.Feature(bytes_list=t.BytesList(value=[b"\xff\x00", "é".encode()])),
+                "empty": t.Feature(),
+                "ключ": t.Feature(int64_list=t.Int64List(value=[])),
+            }
+        )
+    )
+    seq = t.SequenceExample()
+    seq.context.feature["len"].int64_list.value.append(2)
+    steps = seq.feature_lists.feature_list["tok"].feature
+    steps.add().int64_list.value.extend([1, 2])
+    steps.add().bytes_list.value.append(b"x")
+    x5 = t.Feature(int64_list=t.Int64List(value=[5]))
+    return {
+        "label_example": (label, "Example {label: int64_list [1]}"),
+        "rich_example": (
+            rich,
+            "Example: int64 extremes, float 1.5/-0.0/inf, non-UTF-8 and UTF-8 bytes, a Feature "
+            "with no kind, an empty int64_list under a non-ASCII key",
+        ),
+        "sequence_example": (
+            seq,
+            "SequenceExample: context len=[2]; feature list tok = [int64 [1, 2], bytes [x]]",
+        ),
+        "float_list_packed": (t.FloatList(value=[1.0, 2.0]), "FloatList [1.0, 2.0] (packed)"),
+        "int64_list_packed": (t.Int64List(value=[1, 300]), "Int64List [1, 300] (packed)"),
+        "encode_int64_feature": (
+            t.Example(features=t.Features(feature={"x": x5})),
+            "Example {x: int64_list [5]}, the tf.train.Example test_encode passes to jaxrec",
+        ),
+        "encode_float_and_bytes": (
+            t.Example(
+                features=t.Features(
+                    feature={
+                        "x": t.Feature(float_list=t.FloatList(value=[1.5])),
+                        "y": t.Feature(bytes_list=t.BytesList(value=[b"z"])),
+                    }
+                )
+            ),
+            "Example {x: float_list [1.5], y: bytes_list [z]}: what "
+            "encode_example({'x': [1.5], 'y': b'z'}) must write",
+        ),
+    }
+
+
+def main_proto():
+    """Writes tests/data/golden_proto/ (tf.train's schema and a few messages, by TF)."""
+    if PROTO_OUT.exists():
+        shutil.rmtree(PROTO_OUT)
+    PROTO_OUT.mkdir(parents=True)
+    files_doc: dict[str, str] = {}
+    manifest: dict = {
+        "generator": "scripts/make_golden.py --only proto",
+        "tensorflow": tf.__version__,
+        "doc": (
+            "files: TF's FileDescriptorProtos in dependency order, each the exact bytes its "
+            "generated *_pb2 module passes to DescriptorPool.AddSerializedFile (.binpb), and the "
+            "same in text format for review (.txtpb). classes: each tf.train class's "
+            "DescriptorProto (DESCRIPTOR.CopyToProto, serialized deterministically, hex). "
+            "messages: built with tf.train; serialized_hex is SerializeToString(deterministic="
+            "True), text_format is text_format.MessageToString, read is what TF reads back from "
+            "those bytes (float32 values as bit patterns, bytes as hex, map keys sorted)."
+        ),
+        "files": [],
+        "classes": {},
+        "messages": {},
+    }
+
+    # ---- the schema, as TF's generated modules hold it
+    files = []
+    for cls_name in ("Feature", "Example"):  # feature.proto, then example.proto (imports it)
+        file_desc = getattr(tf.train, cls_name).DESCRIPTOR.file
+        if file_desc.name not in [f.name for f in files]:
+            files.append(file_desc)
+    assert [d.name for f in files for d in f.dependencies] == [files[0].name]
+    pool = descriptor_pool.DescriptorPool()
+    for file_desc in files:
+        stem = Path(file_desc.name).stem
+        serialized = file_desc.serialized_pb
+        (PROTO_OUT / f"{stem}.binpb").write_bytes(serialized)
+        fdp = descriptor_pb2.FileDescriptorProto.FromString(serialized)
+        assert fdp.SerializeToString() == serialized, "not protobuf's canonical serialization"
+        header = (
+            "# proto-file: google/protobuf/descriptor.proto\n"
+            "# proto-message: FileDescriptorProto\n"
+            f"# {file_desc.name} from tensorflow-cpu {tf.__version__}, the text form of "
+            f"{stem}.binpb (written by scripts/make_golden.py --only proto)\n"
+        )
+        (PROTO_OUT / f"{stem}.txtpb").write_text(
+            header + text_format.MessageToString(fdp), encoding="utf-8"
+        )
+        manifest["files"].append(
+            {"name": file_desc.name, "binpb": f"{stem}.binpb", "txtpb": f"{stem}.txtpb"}
+        )
+        files_doc[f"{stem}.binpb"] = (
+            f"TF's FileDescriptorProto of `{file_desc.name}`, the bytes its generated "
+            f"`{stem}_pb2` module adds to the descriptor pool"
+        )
+        files_doc[f"{stem}.txtpb"] = "the same in text format, for review"
+        pool.AddSerializedFile(serialized)
+
+    for name in TRAIN_CLASSES:
+        desc = getattr(tf.train, name).DESCRIPTOR
+        proto = descriptor_pb2.DescriptorProto()
+        desc.CopyToProto(proto)
+        manifest["classes"][name] = {
+            "full_name": desc.full_name,
+            "file": desc.file.name,
+            "descriptor_proto_hex": proto.SerializeToString(deterministic=True).hex(),
+        }
+
+    # ---- the messages; the classes the tests build from the .binpb files must agree with TF's
+    for key, (msg, doc) in _golden_messages().items():
+        if key == "label_example":  # the one test serializes it without deterministic=True
+            assert msg.SerializeToString() == msg.SerializeToString(deterministic=True)
+        name = msg.DESCRIPTOR.name
+        data = msg.SerializeToString(deterministic=True)
+        text = text_format.MessageToString(msg)
+        back = type(msg).FromString(data)
+        assert back == msg and back.SerializeToString(deterministic=True) == data, key
+        assert text_format.Parse(text, type(msg)()) == msg, key
+        rebuilt = message_factory.GetMessageClass(pool.FindMessageTypeByName(f"tensorflow.{name}"))
+        theirs = rebuilt.FromString(data)
+        assert theirs.SerializeToString(deterministic=True) == data, key
+        assert text_format.MessageToString(theirs) == text, key
+        manifest["messages"][key] = {
+            "class": name,
+            "doc": doc,
+            "serialized_hex": data.hex(),
+            "text_format": text,
+            "read": _proto_json(back),
+        }
+
+    with open(PROTO_OUT / "manifest.json", "w", encoding="utf-8") as f:
+        json.dump(manifest, f, indent=1, ensure_ascii=False)
+        f.write("\n")
+    files_doc["manifest.json"] = (
+        "each tf.train class's DescriptorProto, and the bytes, text format and values TF gives "
+        "for the messages the tests build"
+    )
+    _write_proto_readme(files_doc)
+    total = sum(p.stat().st_size for p in PROTO_OUT.iterdir())
+    print(
+        f"wrote {len(list(PROTO_OUT.iterdir()))} files, {total} bytes, "
+        f"{len(manifest['messages'])} messages"
+    )
+
+
+def _write_proto_readme(files_doc: dict):
+    lines = [
+        PROTO_BEGIN,
+        "## golden_proto/",
+        "",
+        f"Written by `scripts/make_golden.py --only proto` with tensorflow-cpu {tf.__version__} "
+        "(`tf.train.*`, their `DESCRIPTOR`s, `text_format`); read by `tests/unit/test_proto.py` "
+        "and `tests/unit/test_encode.py`, which build TF's classes from the `.binpb` files in a "
+        "fresh descriptor pool (fixtures in `tests/conftest.py`). Do not edit by hand: rerun "
+        "the script.",
+        "",
+    ]
+    lines += [f"- `golden_proto/{f}`: {files_doc[f]}" for f in sorted(files_doc)]
+    lines.append(PROTO_END)
+    block = "\n".join(lines)
+    text = README.read_text(encoding="utf-8") if README.exists() else "# Test data\n"
+    if PROTO_BEGIN in text and PROTO_END in text:
+        head, rest = text.split(PROTO_BEGIN, 1)
+        text = head + block + rest.split(PROTO_END, 1)[1]
+    else:
+        text = text.rstrip("\n") + "\n\n" + block + "\n"
+    README.write_text(text, encoding="utf-8")
+
+
 if __name__ == "__main__":
     import argparse
 
     ap = argparse.ArgumentParser(description="Rewrite the golden files with real TensorFlow.")
-    ap.add_argument("--only", choices=("records", "images"), help="one of the two sets")
+    ap.add_argument("--only", choices=("records", "images", "proto"), help="one of the sets")
     only = ap.parse_args().only
     if only in (None, "records"):
         main()
     if only in (None, "images"):
         main_images()
+    if only in (None, "proto"):
+        main_proto()

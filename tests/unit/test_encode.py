@@ -345,14 +345,58 @@ def test_empty_example_has_features_set():
     assert encode_example({}) == b"\n\x00"
 
 
-def test_tf_train_messages_are_accepted():
-    tf = pytest.importorskip("tensorflow")
-    tf_feature = tf.train.Feature(int64_list=tf.train.Int64List(value=[5]))
+# tf_train (tests/conftest.py): TF's classes rebuilt from its golden FileDescriptorProtos in a
+# fresh descriptor pool (always), and TensorFlow's own tf.train when it is installed. Either way
+# they are messages of another pool with the same full names as ours.
+
+
+def test_tf_train_messages_are_accepted(tf_train, golden_proto):
+    assert tf_train.Feature is not Feature and tf_train.Example is not Example
+    golden = golden_proto["messages"]
+    tf_feature = tf_train.Feature(int64_list=tf_train.Int64List(value=[5]))
     assert roundtrip({"x": tf_feature})["x"].int64_list.value == [5]
-    tf_example = tf.train.Example(features=tf.train.Features(feature={"x": tf_feature}))
+    tf_example = tf_train.Example(features=tf_train.Features(feature={"x": tf_feature}))
     assert encode_example(tf_example) == tf_example.SerializeToString(deterministic=True)
+    # ... the bytes TensorFlow writes for that Example
+    assert encode_example(tf_example).hex() == golden["encode_int64_feature"]["serialized_hex"]
     data = encode_example({"x": [1.5], "y": b"z"})
-    assert tf.train.Example.FromString(data).SerializeToString(deterministic=True) == data
+    assert tf_train.Example.FromString(data).SerializeToString(deterministic=True) == data
+    assert data.hex() == golden["encode_float_and_bytes"]["serialized_hex"]
+
+
+def test_tf_train_messages_become_ours(tf_train):
+    tf_feature = tf_train.Feature(int64_list=tf_train.Int64List(value=[5]))
+    tf_features = tf_train.Features(feature={"x": tf_feature})
+    ours = make_example({"x": 5})
+    for converted in (
+        make_example(tf_train.Example(features=tf_features)),
+        make_example(tf_features),
+        make_example({"x": tf_feature}),
+    ):
+        assert type(converted) is Example
+        assert converted == ours
+    assert type(to_feature(tf_feature)) is Feature
+    assert to_feature(tf_feature) == to_feature(5)
+    tf_lists = tf_train.FeatureLists(
+        feature_list={"t": tf_train.FeatureList(feature=[tf_feature, tf_feature])}
+    )
+    seq = make_sequence_example(tf_features, tf_lists)
+    assert seq == make_sequence_example({"x": 5}, {"t": [5, 5]})
+    assert make_sequence_example(tf_features, {"t": [tf_feature, tf_feature]}) == seq
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=EncodeError,
+    reason="a FeatureList of another pool (tf.train's) in a feature_lists mapping is refused; "
+    "ours is copied, and foreign Feature/Features/FeatureLists/Example are accepted",
+)
+def test_tf_train_feature_list_in_a_mapping_is_accepted(tf_train):
+    tf_feature = tf_train.Feature(int64_list=tf_train.Int64List(value=[5]))
+    steps = tf_train.FeatureList(feature=[tf_feature, tf_feature])
+    assert make_sequence_example(feature_lists={"t": steps}) == make_sequence_example(
+        feature_lists={"t": [5, 5]}
+    )
 
 
 def steps_of(seq: SequenceExample, key: str) -> list:

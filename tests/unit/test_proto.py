@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import pickle
+import struct
+from pathlib import Path
 
 import pytest
 from google.protobuf import descriptor_pb2, descriptor_pool, text_format
@@ -19,6 +22,11 @@ from jaxrec._example.proto import (
     Int64List,
     SequenceExample,
 )
+
+GOLDEN_PROTO = Path(__file__).resolve().parent.parent / "data" / "golden_proto"
+GOLDEN_MESSAGES = json.loads((GOLDEN_PROTO / "manifest.json").read_text(encoding="utf-8"))[
+    "messages"
+]
 
 ALL = [
     BytesList,
@@ -171,13 +179,14 @@ def test_messages_pickle():
     assert pickle.loads(data) == ex
 
 
-# --- against TensorFlow's own classes (skipped without TensorFlow) -----------------------------
+# --- against TensorFlow ---------------------------------------------------------------------
+# ``tf_train`` (tests/conftest.py) is TF's classes rebuilt from its golden FileDescriptorProtos in
+# a fresh pool (always), and TensorFlow's own ``tf.train`` when it is installed. ``golden_proto``
+# is what TensorFlow itself gave: DescriptorProtos, bytes, text format, values read back
+# (tests/data/golden_proto/, scripts/make_golden.py --only proto).
 
-
-@pytest.fixture(scope="module")
-def tf_train():
-    tf = pytest.importorskip("tensorflow")
-    return tf.train
+BY_NAME = {cls.DESCRIPTOR.name: cls for cls in ALL}
+LIST_KINDS = {"BytesList": "bytes_list", "FloatList": "float_list", "Int64List": "int64_list"}
 
 
 def _descriptor_proto(cls: type) -> descriptor_pb2.DescriptorProto:
@@ -186,13 +195,76 @@ def _descriptor_proto(cls: type) -> descriptor_pb2.DescriptorProto:
     return proto
 
 
+def _f32_hex(v: float) -> str:
+    return f"{struct.unpack('<I', struct.pack('<f', v))[0]:08x}"
+
+
+def _list_json(kind: str, values) -> list:
+    if kind == "float_list":
+        return [_f32_hex(v) for v in values]
+    if kind == "bytes_list":
+        return [bytes(v).hex() for v in values]
+    return [int(v) for v in values]
+
+
+def _as_json(msg) -> dict | list:
+    """A message's contents in the golden manifest's ``read`` form (as make_golden writes it)."""
+    name = msg.DESCRIPTOR.name
+    if name == "Feature":
+        kind = msg.WhichOneof("kind")
+        return {"kind": kind, "values": _list_json(kind, getattr(msg, kind).value) if kind else []}
+    if name in LIST_KINDS:
+        return _list_json(LIST_KINDS[name], msg.value)
+
+    def features(f):
+        return {k: _as_json(f.feature[k]) for k in sorted(f.feature)}
+
+    if name == "Example":
+        return {"features": features(msg.features)}
+    lists = msg.feature_lists.feature_list
+    return {
+        "context": features(msg.context),
+        "feature_lists": {k: [_as_json(s) for s in lists[k].feature] for k in sorted(lists)},
+    }
+
+
+def test_golden_classes_are_tensorflows_files(golden_tf_train, golden_proto):
+    # The stand-ins for tf.train are TF's own two files, in a pool of their own: the same full
+    # names as ours, different classes, as in a process that imported TensorFlow.
+    files = [f["name"] for f in golden_proto["files"]]
+    assert files == [
+        "tensorflow/core/example/feature.proto",
+        "tensorflow/core/example/example.proto",
+    ]
+    assert sorted(golden_proto["classes"]) == sorted(BY_NAME)
+    for name, ours in BY_NAME.items():
+        theirs = getattr(golden_tf_train, name)
+        assert theirs is not ours
+        assert theirs.DESCRIPTOR.full_name == ours.DESCRIPTOR.full_name
+        assert theirs.DESCRIPTOR.file.name == golden_proto["classes"][name]["file"]
+        assert theirs.DESCRIPTOR.file.pool is not ours.DESCRIPTOR.file.pool
+        assert not isinstance(theirs(), ours)
+    # The text copies kept for review say what the bytes say.
+    for f in golden_proto["files"]:
+        binary = descriptor_pb2.FileDescriptorProto.FromString(
+            (GOLDEN_PROTO / f["binpb"]).read_bytes()
+        )
+        text = (GOLDEN_PROTO / f["txtpb"]).read_text(encoding="utf-8")
+        assert binary.name == f["name"]
+        assert text_format.Parse(text, descriptor_pb2.FileDescriptorProto()) == binary
+
+
 @pytest.mark.parametrize("cls", ALL, ids=lambda c: c.DESCRIPTOR.name)
-def test_descriptor_equals_tensorflows(tf_train, cls):
+def test_descriptor_equals_tensorflows(tf_train, golden_proto, cls):
     theirs = getattr(tf_train, cls.DESCRIPTOR.name)
-    assert theirs.DESCRIPTOR.full_name == cls.DESCRIPTOR.full_name
+    golden = golden_proto["classes"][cls.DESCRIPTOR.name]
+    assert theirs.DESCRIPTOR.full_name == cls.DESCRIPTOR.full_name == golden["full_name"]
     # The whole DescriptorProto: names, numbers, types, labels, options (packed, jstype,
     # map_entry), oneofs and nested entry messages.
     assert _descriptor_proto(cls) == _descriptor_proto(theirs)
+    assert _descriptor_proto(cls) == descriptor_pb2.DescriptorProto.FromString(
+        bytes.fromhex(golden["descriptor_proto_hex"])
+    )
     assert [(f.name, f.number) for f in cls.DESCRIPTOR.fields] == [
         (f.name, f.number) for f in theirs.DESCRIPTOR.fields
     ]
@@ -208,9 +280,11 @@ def _rich_example_fields():
     }
 
 
-def test_example_bytes_cross_parse_with_tensorflow(tf_train):
+def test_example_bytes_cross_parse_with_tensorflow(tf_train, golden_proto):
+    golden = golden_proto["messages"]["rich_example"]
     ours = Example(features=Features(feature=_rich_example_fields()))
     data = ours.SerializeToString(deterministic=True)
+    assert data.hex() == golden["serialized_hex"]  # the bytes TensorFlow writes for it
     theirs = tf_train.Example.FromString(data)
     assert theirs.SerializeToString(deterministic=True) == data
     for key, feature in ours.features.feature.items():
@@ -218,12 +292,16 @@ def test_example_bytes_cross_parse_with_tensorflow(tf_train):
         assert tf_feature.WhichOneof("kind") == feature.WhichOneof("kind")
         for kind in ("bytes_list", "float_list", "int64_list"):
             assert list(getattr(tf_feature, kind).value) == list(getattr(feature, kind).value)
+    assert _as_json(theirs) == _as_json(ours) == golden["read"]  # what TensorFlow read back
     assert text_format.MessageToString(theirs) == text_format.MessageToString(ours)
+    assert text_format.MessageToString(ours) == golden["text_format"]
     # and back: TF's bytes parse with our classes
     assert Example.FromString(theirs.SerializeToString()) == ours
+    assert Example.FromString(bytes.fromhex(golden["serialized_hex"])) == ours
 
 
-def test_label_example_bytes_match_tensorflow(tf_train):
+def test_label_example_bytes_match_tensorflow(tf_train, golden_proto):
+    golden = golden_proto["messages"]["label_example"]
     theirs = tf_train.Example(
         features=tf_train.Features(
             feature={"label": tf_train.Feature(int64_list=tf_train.Int64List(value=[1]))}
@@ -231,20 +309,47 @@ def test_label_example_bytes_match_tensorflow(tf_train):
     )
     assert theirs.SerializeToString() == _label_example().SerializeToString()
     assert text_format.MessageToString(theirs) == text_format.MessageToString(_label_example())
+    assert _label_example().SerializeToString().hex() == golden["serialized_hex"]
+    assert text_format.MessageToString(_label_example()) == golden["text_format"]
 
 
-def test_sequence_example_cross_parse_with_tensorflow(tf_train):
+def test_sequence_example_cross_parse_with_tensorflow(tf_train, golden_proto):
+    golden = golden_proto["messages"]["sequence_example"]
     theirs = tf_train.SequenceExample()
     theirs.context.feature["len"].int64_list.value.append(2)
     steps = theirs.feature_lists.feature_list["tok"].feature
     steps.add().int64_list.value.extend([1, 2])
     steps.add().bytes_list.value.append(b"x")
     data = theirs.SerializeToString(deterministic=True)
+    assert data.hex() == golden["serialized_hex"]  # as TensorFlow wrote it
     ours = SequenceExample.FromString(data)
     assert ours.context.feature["len"].int64_list.value == [2]
     assert [f.WhichOneof("kind") for f in ours.feature_lists.feature_list["tok"].feature] == [
         "int64_list",
         "bytes_list",
     ]
+    assert _as_json(ours) == golden["read"]
+    assert text_format.MessageToString(ours) == golden["text_format"]
     assert ours.SerializeToString(deterministic=True) == data
     assert tf_train.SequenceExample.FromString(ours.SerializeToString()) == theirs
+
+
+def test_packed_lists_are_tensorflows_bytes(golden_proto):
+    # The bytes test_packed_encoding_on_the_wire spells out are the ones TensorFlow writes.
+    messages = golden_proto["messages"]
+    assert (
+        messages["float_list_packed"]["serialized_hex"] == b"\n\x08\x00\x00\x80?\x00\x00\x00@".hex()
+    )
+    assert messages["int64_list_packed"]["serialized_hex"] == b"\n\x03\x01\xac\x02".hex()
+
+
+@pytest.mark.parametrize("key", sorted(GOLDEN_MESSAGES))
+def test_tensorflows_messages_read_print_and_write_back(key):
+    golden = GOLDEN_MESSAGES[key]
+    cls = BY_NAME[golden["class"]]
+    data = bytes.fromhex(golden["serialized_hex"])
+    ours = cls.FromString(data)
+    assert _as_json(ours) == golden["read"]
+    assert ours.SerializeToString(deterministic=True) == data
+    assert text_format.MessageToString(ours) == golden["text_format"]
+    assert text_format.Parse(golden["text_format"], cls()) == ours
