@@ -385,12 +385,6 @@ def test_tf_train_messages_become_ours(tf_train):
     assert make_sequence_example(tf_features, {"t": [tf_feature, tf_feature]}) == seq
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=EncodeError,
-    reason="a FeatureList of another pool (tf.train's) in a feature_lists mapping is refused; "
-    "ours is copied, and foreign Feature/Features/FeatureLists/Example are accepted",
-)
 def test_tf_train_feature_list_in_a_mapping_is_accepted(tf_train):
     tf_feature = tf_train.Feature(int64_list=tf_train.Int64List(value=[5]))
     steps = tf_train.FeatureList(feature=[tf_feature, tf_feature])

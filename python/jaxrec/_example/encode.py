@@ -85,7 +85,11 @@ def _scalar_kind(t: type) -> str | None:
 
 def _type_name(value: Any) -> str:
     t = type(value)
-    return t.__name__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__qualname__}"
+    if t.__module__ == "builtins":
+        return t.__name__
+    # Classes protobuf builds at run time have no module (`None`): their proto name says more.
+    full_name = getattr(getattr(value, "DESCRIPTOR", None), "full_name", None)
+    return f"{t.__module__}.{t.__qualname__}" if t.__module__ else str(full_name or t.__qualname__)
 
 
 def _varint(n: int) -> bytes:
@@ -389,6 +393,9 @@ def _fill_feature_lists(msg: FeatureLists, feature_lists: Any) -> None:
         feature_list = list_map[key]
         if isinstance(steps, FeatureList):
             feature_list.CopyFrom(steps)
+            continue
+        if _is_message(steps, "tensorflow.FeatureList"):
+            feature_list.MergeFromString(steps.SerializeToString())
             continue
         add = feature_list.feature.add
         for i, step in enumerate(_steps(steps, key)):
