@@ -7,8 +7,8 @@ and a Ctrl-C in the terminal reaches only this launcher, which then stops every 
 
 Exit status of the whole run: the first non-zero exit code in the order the hosts exited (the
 host that failed first is usually the cause; the others then fail or hang in a collective);
-124 when the timeout killed hosts that had not failed; 130 on Ctrl-C, 143 on SIGTERM. A host
-killed by a signal counts as 128 + the signal, as in a shell.
+124 when the timeout killed hosts that had not failed; 127 when a host cannot start; 130 on
+Ctrl-C, 143 on SIGTERM. A host killed by a signal counts as 128 + the signal, as in a shell.
 
 Standard library only: these scripts run on a laptop that may not have jaxrec installed.
 """
@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import IO
 
 TIMEOUT_EXIT = 124
+NOT_STARTED_EXIT = 127  # as a shell says for a command it cannot find
 STOP_GRACE_S = 3.0  # SIGTERM, then this long, then SIGKILL
 
 
@@ -141,7 +142,6 @@ def run_all(
         signal.SIGINT: signal.signal(signal.SIGINT, signal.default_int_handler),
     }
     ended: dict[int, Outcome] = {}
-    order: list[int] = []
     status = 0
     try:
         for h in hosts:
@@ -150,14 +150,21 @@ def run_all(
                 log = open(log_dir / f"{h.log_name or h.label}.log", "wb")
                 logs.append(log)
             env = None if h.env is None else dict(h.env)
-            p = subprocess.Popen(
-                list(h.argv),
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
+            try:
+                p = subprocess.Popen(
+                    list(h.argv),
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+            except OSError as e:  # no such program, not executable: no host can start
+                _say(name, f"cannot start {h.label}: {e}")
+                _kill(
+                    procs, range(len(procs)), ended, hosts, start, "killed: another could not start"
+                )
+                return NOT_STARTED_EXIT, [ended[i] for i in range(len(procs))]
             procs.append(p)
             t = threading.Thread(
                 target=_pump,
@@ -177,7 +184,6 @@ def run_all(
                     continue
                 code = _exit_status(p.returncode)
                 ended[i] = Outcome(hosts[i].label, code, now - start, f"exit {code}")
-                order.append(i)
                 if code != 0 and first_failure is None:
                     first_failure = i
                     status = code
@@ -193,10 +199,10 @@ def run_all(
                 break
             running = [i for i in range(len(procs)) if i not in ended]
             if deadline is not None and now >= deadline:
+                _say(name, f"timeout after {timeout:g} s: {_labels(hosts, running)} still running")
                 why = f"hung: still running at the {timeout:g} s timeout, killed"
                 _kill(procs, running, ended, hosts, start, why)
                 status = status or TIMEOUT_EXIT
-                _say(name, f"timeout after {timeout:g} s: {_labels(hosts, running)} still running")
                 break
             if kill_at is not None and now >= kill_at:
                 failed = hosts[first_failure].label

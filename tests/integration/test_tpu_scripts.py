@@ -313,6 +313,12 @@ def test_a_failing_host_sets_the_exit_status_and_stops_the_others(pod):
     assert "host 2  killed 0.5 s after host 1 failed" in run.stderr
 
 
+def test_a_command_that_cannot_start(pod, tmp_path):
+    run = pod(2, [str(tmp_path / "no-such-program")], devices=1, timeout=30)
+    assert run.returncode == 127, run.stderr
+    assert "cannot start host 0" in run.stderr
+
+
 def _dead(pid: int) -> bool:
     try:
         state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
