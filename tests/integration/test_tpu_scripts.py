@@ -202,7 +202,8 @@ if args[3] == "describe":
 worker = next(a.split("=", 1)[1] for a in args if a.startswith("--worker="))
 if worker == "all":  # the stale-process kill wants sudo: recorded, not run
     sys.exit(0)
-command = args[args.index("--command") + 1]
+# The workers' pid file, kept in the test's directory instead of this machine's /tmp.
+command = args[args.index("--command") + 1].replace("/tmp/jaxrec-run.pgid", os.environ["FAKE_PGID"])
 os.execvpe("bash", ["bash", "-c", command], {{**os.environ, "WORKER": worker}})
 """
 
@@ -215,7 +216,12 @@ def fake_gcloud(tmp_path):
     gcloud.write_text(FAKE_GCLOUD.format(python=sys.executable))
     gcloud.chmod(0o755)
     log = tmp_path / "gcloud.log"
-    return {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "FAKE_GCLOUD_LOG": str(log)}, log
+    env = {
+        "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+        "FAKE_GCLOUD_LOG": str(log),
+        "FAKE_PGID": str(tmp_path / "jaxrec-run.pgid"),
+    }
+    return env, log
 
 
 def test_run_gives_each_worker_a_log_and_an_exit_status(tmp_path, fake_gcloud):
