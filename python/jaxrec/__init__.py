@@ -57,6 +57,7 @@ from jaxrec._spec import VarLenFeature as VarLenFeature
 from jaxrec._spec import length_key as length_key
 from jaxrec._spec import shape_key as shape_key
 from jaxrec._spec import valid_key as valid_key
+from jaxrec.distributed import initialize_distributed as initialize_distributed
 from jaxrec.errors import CorruptRecordError as CorruptRecordError
 from jaxrec.errors import EncodeError as EncodeError
 from jaxrec.errors import ExampleParseError as ExampleParseError
@@ -117,6 +118,7 @@ __all__ = [
     "errors",
     "expand_paths",
     "infer_schema",
+    "initialize_distributed",
     "length_key",
     "make_example",
     "make_sequence_example",

@@ -1,27 +1,25 @@
-"""One host of a simulated pod: `python multihost_worker.py PORT NPROC ID OUT FILES...`.
+"""One host of a pod: `simulate_pod.py --hosts N -- python multihost_worker.py OUT FILES...`.
 
-Runs the Loader with JAX's own process index/count and a sharding over every device of every
-process, and writes what this host saw (ids per epoch, batch counts, global shapes, and a
-cross-host sum computed on the global arrays) to OUT as JSON.
+Joins the pod with a bare `jax.distributed.initialize()` (the simulator's environment says where
+and who), runs the Loader with JAX's own process index/count and a sharding over every device of
+every process, and writes what this host saw (ids per epoch, batch counts, global shapes, and a
+cross-host sum computed on the global arrays) to OUT/host-<process index>.json.
 """
 
 import json
-import os
 import sys
+from pathlib import Path
 
-os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=2"
+import jax
 
-import jax  # noqa: E402
-
-port, nproc, pid, out_path, *files = sys.argv[1:]
-jax.config.update("jax_cpu_collectives_implementation", "gloo")
-jax.distributed.initialize(f"127.0.0.1:{port}", num_processes=int(nproc), process_id=int(pid))
+jax.distributed.initialize()
 
 import numpy as np  # noqa: E402
 from jax.sharding import Mesh, NamedSharding, PartitionSpec  # noqa: E402
 
 import jaxrec as jr  # noqa: E402
 
+out_dir, *files = sys.argv[1:]
 spec = {
     "id": jr.FixedLenFeature([], np.int64),
     "tok": jr.VarLenFeature(np.int32, max_len=4, truncate=True),
@@ -46,15 +44,16 @@ for batch in loader:
     counts[info.epoch] += 1
     global_real += int(total_real(batch["mask"]))  # a computation over every host's rows
 
-with open(out_path, "w") as f:
-    json.dump(
+out = Path(out_dir) / f"host-{jax.process_index()}.json"
+out.write_text(
+    json.dumps(
         {
             "ids": ids,
             "counts": counts,
             "global_shapes": sorted(global_shapes),
             "global_real": global_real,
             "process_count": jax.process_count(),
-        },
-        f,
+        }
     )
+)
 jax.distributed.shutdown()

@@ -1,10 +1,13 @@
-"""A real multi-process run: 2-4 processes joined by jax.distributed on localhost, each a host."""
+"""A real multi-process run: 2-4 processes joined by jax.distributed on localhost, each a host.
+
+The processes are started by scripts/tpu/simulate_pod.py (the ``pod`` fixture), which gives each
+the environment JAX's cluster detection reads; the worker calls a bare
+``jax.distributed.initialize()``.
+"""
 
 from __future__ import annotations
 
 import json
-import socket
-import subprocess
 import sys
 from pathlib import Path
 
@@ -15,12 +18,6 @@ import jaxrec as jr
 
 WORKER = Path(__file__).with_name("multihost_worker.py")
 pytestmark = pytest.mark.integration
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def write(tmp_path, sizes):
@@ -43,24 +40,11 @@ def write(tmp_path, sizes):
         (4, [6, 6, 6, 6, 6, 1]),
     ],  # uneven, fewer files than hosts
 )
-def test_pod_covers_each_record_once_with_equal_batches(tmp_path, nproc, sizes):
+def test_pod_covers_each_record_once_with_equal_batches(tmp_path, pod, nproc, sizes):
     files = write(tmp_path, sizes)
-    port = free_port()
+    run = pod(nproc, [sys.executable, str(WORKER), str(tmp_path), *files])
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     outs = [tmp_path / f"host-{i}.json" for i in range(nproc)]
-    procs = [
-        subprocess.Popen(
-            [sys.executable, str(WORKER), str(port), str(nproc), str(i), str(outs[i]), *files],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-        )
-        for i in range(nproc)
-    ]
-    logs = []
-    for p in procs:
-        out, _ = p.communicate(timeout=240)
-        logs.append(out.decode(errors="replace")[-3000:])
-    for p, log in zip(procs, logs, strict=False):
-        assert p.returncode == 0, log
     results = [json.loads(o.read_text()) for o in outs]
     expected = sorted(f * 1000 + i for f, n in enumerate(sizes) for i in range(n))
     assert {r["process_count"] for r in results} == {nproc}
