@@ -1,11 +1,10 @@
 """The few facts hosts must agree on, exchanged through ``jax.distributed``.
 
-A pod already runs ``jax.distributed`` (its coordinator joins the hosts before the first step).
-The Loader uses it for one small exchange at start, when record counts have to be taken: each
-host counts the files of its own share, then one ``process_allgather`` of a vector of counts
-gives every host all of them. Nothing here initialises JAX: a single process, or hosts simulated
-in one process (``process_index=`` / ``process_count=`` given without ``jax.distributed``), never
-touch it.
+A pod's hosts are joined by JAX (``jax.distributed``, or a TPU pod's runtime). The Loader uses
+that for one small exchange at start, when record counts have to be taken: each host counts
+the files of its own share, then one ``process_allgather`` of a vector of counts gives every
+host all of them. A process that never imported JAX never imports it here; hosts simulated in
+one process (``process_index=`` / ``process_count=`` given, JAX alone) count everything.
 """
 
 from __future__ import annotations
@@ -18,23 +17,19 @@ __all__ = ["allgather_max", "joined_hosts"]
 
 
 def joined_hosts() -> tuple[int, int] | None:
-    """``(process_index, process_count)`` when ``jax.distributed`` joins several processes.
+    """``(process_index, process_count)`` when this process is one host of several.
 
-    None otherwise, without importing or initialising JAX (a process that never imported it
-    cannot have joined a pod).
+    Asked of JAX only when it is imported already: a process that never imported JAX cannot be
+    a host of a JAX pod, and then JAX is not initialised for nothing. When it is imported, JAX
+    is asked even without ``jax.distributed`` (a TPU pod's runtime knows its hosts by itself),
+    so no host of a pod ever takes itself for the only one and reads everything.
     """
     if "jax" not in sys.modules:
         return None
-    try:
-        from jax._src import distributed
-    except ImportError:  # a JAX without the module: ask the public API instead
-        import jax
+    import jax
 
-        return (jax.process_index(), jax.process_count()) if jax.process_count() > 1 else None
-    state = distributed.global_state
-    if state.client is None:
-        return None
-    return int(state.process_id), int(state.num_processes)
+    count = jax.process_count()
+    return (jax.process_index(), count) if count > 1 else None
 
 
 def allgather_max(values: np.ndarray, index: int, count: int) -> np.ndarray | None:
