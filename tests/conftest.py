@@ -1,4 +1,4 @@
-"""Shared test setup: eight simulated devices, hypothesis profiles.
+"""Shared test setup: eight simulated devices, hypothesis profiles, local storage servers.
 
 ``fast`` (default) keeps the suite quick; ``JAXREC_HYPOTHESIS_PROFILE=slow`` explores more.
 """
@@ -15,3 +15,6 @@ settings.register_profile(
     "slow", max_examples=2000, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
 settings.load_profile(os.environ.get("JAXREC_HYPOTHESIS_PROFILE", "fast"))
+
+# Storage servers on 127.0.0.1 for the remote tests: http_store, s3, no_network.
+pytest_plugins = ["storage_servers"]

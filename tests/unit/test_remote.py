@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import random
+import threading
+import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 import jaxrec as jr
+from jaxrec._io.paths import url_filesystem
+from jaxrec._io.remote import ReadAheadFile
 from jaxrec.testing import assert_resumes_exactly
 
 fsspec = pytest.importorskip("fsspec")
@@ -75,3 +80,125 @@ def test_url_reads_go_through_fsspec(bucket, monkeypatch):
     monkeypatch.setattr(fsspec.implementations.local.LocalFileSystem, "_open", spy)
     assert len(list(jr.read_records(f"{bucket}/train-1.tfrecord.gz"))) == 37
     assert opened and opened[0].endswith("train-1.tfrecord.gz")
+
+
+# --- read-ahead and errors, against a real HTTP server on 127.0.0.1 ------------------------------
+
+
+def _payload(n: int, seed: int = 0) -> bytes:
+    return random.Random(seed).randbytes(n)
+
+
+def _open(http_store, name: str, **kwargs) -> ReadAheadFile:
+    url = f"{http_store.url}/{name}"
+    fs, inner = url_filesystem(url)
+    return ReadAheadFile(fs, inner, url, fs.size(inner), **kwargs)
+
+
+@pytest.mark.parametrize("read_size", [1, 7, 1000, 4096, 10_000, 1 << 20])
+def test_read_ahead_hands_out_every_byte_in_order(http_store, read_size):
+    data = _payload(50_000)
+    (http_store.root / "f.bin").write_bytes(data)
+    with _open(http_store, "f.bin", block_bytes=4096, max_in_flight=3) as f:
+        got = b"".join(iter(lambda: f.read(read_size), b""))
+    assert got == data
+
+
+def test_read_ahead_keeps_n_requests_in_flight_and_n_blocks_in_memory(http_store):
+    data = _payload(64 * 1024)
+    (http_store.root / "f.bin").write_bytes(data)
+    http_store.latency = 0.05
+    with _open(http_store, "f.bin", block_bytes=4096, max_in_flight=4) as f:
+        http_store.reset_counts()
+        held = []
+        out = []
+        while chunk := f.read(4096):
+            out.append(chunk)
+            held.append(f.in_flight)
+    assert b"".join(out) == data
+    assert max(held) <= 4  # memory: at most max_in_flight blocks
+    assert http_store.max_active == 4  # and that many requests at once, not one by one
+    assert len(http_store.ranged_gets()) == 16  # every byte fetched once
+
+
+def test_a_small_first_read_fetches_a_small_range(http_store):
+    (http_store.root / "f.bin").write_bytes(_payload(1 << 20))
+    with _open(http_store, "f.bin", block_bytes=256 << 10, max_in_flight=4) as f:
+        http_store.reset_counts()
+        assert len(f.read(12)) == 12
+        f.seek(0)  # what the native reader does after sniffing the compression
+        assert len(f.read(100)) == 100
+    assert http_store.ranged_gets() == ["bytes=0-65535"]
+
+
+def test_seek_keeps_the_ranges_that_hold_it_and_drops_the_rest(http_store):
+    data = _payload(100_000)
+    (http_store.root / "f.bin").write_bytes(data)
+    with _open(http_store, "f.bin", block_bytes=10_000, max_in_flight=4) as f:
+        assert f.read(5) == data[:5]
+        f.seek(3)
+        assert f.read(10) == data[3:13]
+        f.seek(70_000)  # far away: a fresh start there
+        assert f.read(20_000) == data[70_000:80_000]  # a read stops at the end of a range
+        assert f.read(100) == data[80_000:80_100]
+        f.seek(-10, 2)
+        assert f.read(100) == data[-10:]
+        assert f.read(100) == b""
+        assert f.tell() == len(data)
+
+
+def test_close_drops_what_is_in_flight(http_store):
+    (http_store.root / "f.bin").write_bytes(_payload(200_000))
+    http_store.latency = 0.2
+    f = _open(http_store, "f.bin", block_bytes=10_000, max_in_flight=4)
+    f.read(10_000)
+    f.read(10_000)
+    f.close()
+    assert f.in_flight == 0 and f.closed
+    with pytest.raises(ValueError, match="closed"):
+        f.read(1)
+
+
+def test_a_dropped_connection_is_tried_again(http_store):
+    data = _payload(30_000)
+    (http_store.root / "f.bin").write_bytes(data)
+    with _open(http_store, "f.bin", block_bytes=10_000, max_in_flight=2) as f:
+        http_store.reset_counts()
+        http_store.fault("/f.bin", "close", times=1, methods=("GET",))
+        http_store.fault("/f.bin", "truncate", times=1, methods=("GET",))
+        assert b"".join(iter(lambda: f.read(4096), b"")) == data
+    assert len(http_store.ranged_gets()) == 3 + 2
+
+
+def test_a_connection_that_keeps_failing_is_a_connection_error(http_store):
+    (http_store.root / "f.bin").write_bytes(_payload(30_000))
+    with _open(http_store, "f.bin", block_bytes=10_000) as f:
+        http_store.fault("/f.bin", "close", methods=("GET",))
+        start = time.monotonic()
+        with pytest.raises(ConnectionError, match="f.bin") as info:
+            f.read(100)
+        assert time.monotonic() - start < 5
+        assert f.error is info.value and f.requests == 3
+
+
+def test_a_server_that_ignores_range_is_refused_clearly(http_store, monkeypatch):
+    (http_store.root / "f.bin").write_bytes(_payload(30_000))
+    with _open(http_store, "f.bin", block_bytes=10_000) as f:
+        monkeypatch.setattr(f.fs, "cat_file", lambda path, start, end: b"x" * 30_000)
+        with pytest.raises(OSError, match="ignores HTTP Range"):
+            f.read(100)
+
+
+def test_reads_run_in_parallel_with_the_consumer(http_store):
+    """A reader that works between reads finds the next blocks already fetched."""
+    data = _payload(20 * 4096)
+    (http_store.root / "f.bin").write_bytes(data)
+    http_store.latency = 0.05
+    with _open(http_store, "f.bin", block_bytes=4096, max_in_flight=4) as f:
+        start = time.monotonic()
+        while f.read(4096):
+            time.sleep(0.02)  # "parse" the block
+        elapsed = time.monotonic() - start
+    # one by one: 20 x (50 ms fetch + 20 ms work) = 1.4 s; overlapped: about 20 x 20 ms
+    assert elapsed < 1.0, elapsed
+    assert threading.active_count() < 50
