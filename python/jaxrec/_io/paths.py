@@ -59,7 +59,7 @@ def url_filesystem(url: str, storage_options: StorageOptions = None):
     except ImportError as e:  # an optional dependency: say how to get it
         raise ImportError(
             f"{url!r} is a URL: reading it needs fsspec and the filesystem's package "
-            "(pip install 'jaxrec[gcs]' for gs://, or fsspec with s3fs, ...)"
+            "(pip install 'jaxrec[gcs]' for gs://, 'jaxrec[s3]' for s3://, 'jaxrec[http]' for http://)"
         ) from e
     return fsspec.core.url_to_fs(url, **with_defaults(url, storage_options))
 

@@ -61,22 +61,24 @@ _FIRST_BYTES = 64 << 10
 _RETRIES = 2
 
 # Bounded timeouts and retries for the filesystems jaxrec knows, put *under* the caller's
-# storage options. s3fs/botocore's defaults retry a refused connection for ~7 s (legacy mode,
-# 5 attempts), and aiohttp waits 5 minutes for a silent server.
+# storage options. botocore's defaults retry a refused connection for ~7 s (legacy mode, 5
+# attempts) and wait 60 s to connect; aiohttp waits 30 s to connect and 5 minutes in all. A
+# connection takes milliseconds when the storage is there; failed reads of a file are tried
+# again by ReadAheadFile.
 _S3_CONFIG = {
-    "connect_timeout": 10,
+    "connect_timeout": 5,
     "read_timeout": 60,
-    "retries": {"max_attempts": 3, "mode": "standard"},
+    "retries": {"max_attempts": 2, "mode": "standard"},
 }
-_HTTP_TIMEOUT = {"sock_connect": 10, "sock_read": 60}
+_HTTP_TIMEOUT = {"sock_connect": 5, "sock_read": 60}
 
 
 def with_defaults(url: str, storage_options: Mapping[str, Any] | None) -> dict[str, Any]:
     """The storage options for ``url``: the caller's, over jaxrec's bounded timeouts.
 
-    For ``s3://``: botocore ``config_kwargs`` ``connect_timeout=10``, ``read_timeout=60`` and
-    3 attempts in ``standard`` retry mode, each unless given. For ``http(s)://``: an aiohttp
-    ``ClientTimeout(sock_connect=10, sock_read=60)`` unless ``client_kwargs`` has a ``timeout``.
+    For ``s3://``: botocore ``config_kwargs`` ``connect_timeout=5``, ``read_timeout=60`` and
+    2 attempts in ``standard`` retry mode, each unless given. For ``http(s)://``: an aiohttp
+    ``ClientTimeout(sock_connect=5, sock_read=60)`` unless ``client_kwargs`` has a ``timeout``.
     Other filesystems get the caller's options as they are.
     """
     options = dict(storage_options or {})
