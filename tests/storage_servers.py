@@ -3,9 +3,10 @@
 Fixtures (a pytest plugin, loaded by ``tests/conftest.py``):
 
 * ``http_store``: a threaded ``http.server`` over a temporary folder, with HTTP Range support
-  (Python's ``SimpleHTTPRequestHandler`` has none) and injectable latency and faults (403, 404,
-  a closed connection, a body cut short, a server that never answers). It counts requests and
-  the most it had in flight at once.
+  (Python's ``SimpleHTTPRequestHandler`` has none), latency per request and bandwidth per
+  response like an object store's, and injectable faults (403, 404, a closed connection, a body
+  cut short, a server that never answers). It counts requests and the most it had in flight at
+  once. ``benchmarks/bench_remote.py`` uses it too.
 * ``s3``: a fresh bucket on moto's S3 server (``ThreadedMotoServer``, one per test session),
   with ``storage_options`` for s3fs pointing at it.
 * ``no_network``: fails the test if anything tries to resolve or connect beyond 127.0.0.1
@@ -97,7 +98,8 @@ class HTTPStore:
 
     def __init__(self, root: Path) -> None:
         self.root = root
-        self.latency = 0.0
+        self.latency = 0.0  # seconds before each answer
+        self.bandwidth = 0.0  # bytes/s of each response body (0: as fast as it goes)
         self.requests: list[tuple[str, str, str | None]] = []  # (method, path, Range)
         self.max_active = 0
         self._active = 0
@@ -211,7 +213,19 @@ class _RangeHandler(http.server.SimpleHTTPRequestHandler):
                 self.wfile.flush()
                 self.close_connection = True
                 return
+            self._write(data)
+
+    def _write(self, data: bytes) -> None:
+        rate = self.store.bandwidth
+        if not rate:
             self.wfile.write(data)
+            return
+        start, step = time.monotonic(), 256 << 10
+        for at in range(0, len(data), step):
+            self.wfile.write(data[at : at + step])
+            ahead = (at + step) / rate - (time.monotonic() - start)
+            if ahead > 0:
+                time.sleep(ahead)
 
     def _send_head_with_range(self, rng: str | None) -> io.BytesIO | None:
         path = self.translate_path(self.path)
@@ -224,33 +238,39 @@ class _RangeHandler(http.server.SimpleHTTPRequestHandler):
             finally:
                 f.close()
         try:
-            data = Path(path).read_bytes()
+            f = open(path, "rb")
         except OSError:
             self.send_error(404)
             return None
-        size, start, end = len(data), 0, len(data)
-        m = _RANGE.match(rng or "")
-        if m and (m[1] or m[2]):
-            if m[1]:
-                start = int(m[1])
-                end = min(size, int(m[2]) + 1) if m[2] else size
-            else:  # bytes=-N: the last N bytes
-                start = max(0, size - int(m[2]))
-            if start >= size:
+        with f:
+            size = os.fstat(f.fileno()).st_size
+            start, end = self._range(rng, size)
+            if start >= size and size:
                 self.send_response(416)
                 self.send_header("Content-Range", f"bytes */{size}")
                 self.send_header("Content-Length", "0")
                 self.end_headers()
                 return None
-            self.send_response(206)
+            f.seek(start)
+            body = io.BytesIO(f.read(end - start))
+        self.send_response(206 if rng else 200)
+        if rng:
             self.send_header("Content-Range", f"bytes {start}-{end - 1}/{size}")
-        else:
-            self.send_response(200)
         self.send_header("Content-Type", "application/octet-stream")
         self.send_header("Accept-Ranges", "bytes")
         self.send_header("Content-Length", str(end - start))
         self.end_headers()
-        return io.BytesIO(data[start:end])
+        return body
+
+    @staticmethod
+    def _range(rng: str | None, size: int) -> tuple[int, int]:
+        """``[start, end)`` of a ``Range: bytes=a-b`` header (``a-``, ``-n`` too), or all."""
+        m = _RANGE.match(rng or "")
+        if not m or not (m[1] or m[2]):
+            return 0, size
+        if m[1]:
+            return int(m[1]), min(size, int(m[2]) + 1) if m[2] else size
+        return max(0, size - int(m[2])), size  # bytes=-N: the last N bytes
 
 
 @pytest.fixture

@@ -202,3 +202,47 @@ def test_reads_run_in_parallel_with_the_consumer(http_store):
     # one by one: 20 x (50 ms fetch + 20 ms work) = 1.4 s; overlapped: about 20 x 20 ms
     assert elapsed < 1.0, elapsed
     assert threading.active_count() < 50
+
+
+def test_read_ahead_fetches_no_more_ahead_than_was_read(http_store):
+    """A reader that stops early (a host's share of a file) wastes at most about what it read."""
+    (http_store.root / "f.bin").write_bytes(_payload(1 << 20))
+    with _open(http_store, "f.bin", block_bytes=16 << 10, max_in_flight=64) as f:
+        http_store.reset_counts()
+        read = 0
+        while read < 200 << 10:
+            read += len(f.read(8 << 10))
+        time.sleep(0.1)  # what was asked for arrives
+        fetched = sum(
+            int(b) + 1 - int(a)
+            for a, b in (r.removeprefix("bytes=").split("-") for r in http_store.ranged_gets())
+        )
+    assert read == 200 << 10
+    assert read < fetched <= 2 * read + (16 << 10)
+
+
+@pytest.mark.parametrize("compressed", [False, True])
+def test_end_offset_keeps_read_ahead_within_a_span(http_store, tmp_path, compressed):
+    rng = np.random.default_rng(0)
+    name = "f.tfrecord.gz" if compressed else "f.tfrecord"
+    with jr.TFRecordWriter(http_store.root / name, "GZIP" if compressed else None) as w:
+        w.write_many([rng.bytes(1000) for _ in range(2000)])
+    url = f"{http_store.url}/{name}"
+    offsets = np.concatenate([c.file_offsets for c in jr.read_chunks(url)])
+    start, end = int(offsets[500]), int(offsets[1000])
+    http_store.reset_counts()
+    reader = jr._io.records.open_reader(
+        url, start_offset=start, start_index=500, end_offset=end, verify=False
+    )
+    got = 0
+    while got < 500 and (chunk := reader.read_chunk(500 - got, 64 << 10)) is not None:
+        got += len(chunk)
+        time.sleep(0.01)  # let read-ahead run
+    assert got == 500
+    ranges = [tuple(map(int, r[6:].split("-"))) for r in http_store.ranged_gets()]
+    assert ranges[0] == (0, (64 << 10) - 1)  # the compression sniff
+    if compressed:  # offsets are in the decompressed stream: the file is read from its start
+        assert ranges[1][0] == 64 << 10
+    else:
+        assert min(a for a, _ in ranges[1:]) == start
+        assert max(b for _, b in ranges) < end + (64 << 10)  # the native reader's last block

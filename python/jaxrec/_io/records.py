@@ -29,13 +29,16 @@ def open_reader(
     skip_errors: bool = False,
     start_offset: int = 0,
     start_index: int = 0,
+    end_offset: int | None = None,
     storage_options: StorageOptions = None,
 ) -> _native.RecordReader | RemoteRecordReader:
     """Opens one file for chunked reading: a local path natively, a URL through fsspec.
 
     For a URL the native reader pulls blocks from a :class:`~jaxrec._io.remote.ReadAheadFile`
     (several ranged requests in flight, one Python call per block, not per record); framing,
-    CRCs, decompression and parsing stay native.
+    CRCs, decompression and parsing stay native. ``end_offset``, where the caller expects to
+    stop reading (an uncompressed file's span end), keeps read-ahead from fetching past it;
+    reading on past it still works.
 
     Raises:
         FileNotFoundError, PermissionError, ConnectionError, IsADirectoryError: see
@@ -56,7 +59,7 @@ def open_reader(
             path, compression, verify, skip_errors, start_offset, start_index, file=f
         )
     return RemoteRecordReader(
-        ReadAheadFile(fs, inner, path, int(size)),
+        ReadAheadFile(fs, inner, path, int(size), stop=end_offset),
         path,
         compression,
         verify,
@@ -100,6 +103,8 @@ class RemoteRecordReader:
         except Exception:
             self._raise_file_error()
             raise
+        if self._reader.compression:  # offsets are in the decompressed stream: no byte stop
+            file.stop = None
 
     def _raise_file_error(self) -> None:
         if self.file.error is not None:

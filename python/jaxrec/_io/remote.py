@@ -298,10 +298,15 @@ class ReadAheadFile:
 
     The native reader reads from it (``read``, ``seek``, ``close``). Bytes come from ranges of
     ``block_bytes`` fetched with ``fs.cat_file(path, start=, end=)`` on a pool of
-    ``max_in_flight`` threads and are handed out in order. Reading on through a range doubles the
-    ranges kept in flight, from 1 up to ``max_in_flight``, so a short read (a 12-byte sniff, the
-    first records for ``jaxrec head``) costs one small request while a long one keeps
-    ``max_in_flight`` requests going. Memory: at most ``max_in_flight`` ranges.
+    ``max_in_flight`` threads and are handed out in order.
+
+    How far ahead it fetches grows with what was read since the last jump: never more bytes
+    ahead than were read (plus one range), and at most ``max_in_flight`` ranges. So a short
+    read (a 12-byte compression sniff, the first records for ``jaxrec head``) costs one small
+    request, a reader that stops early (a host's share of a file, ``span_bytes`` long) fetches at
+    most about twice what it read, and a long sequential read keeps ``max_in_flight`` requests
+    going. ``stop``, when the caller knows where it will stop reading, keeps read-ahead from
+    passing it at all. Memory: at most ``max_in_flight`` ranges.
 
     A ``seek`` inside the ranges held keeps them; elsewhere it drops them (cancelling what has
     not started) and starts again from there. A range whose connection fails is tried twice more;
@@ -315,6 +320,8 @@ class ReadAheadFile:
         size: the file's size in bytes (ranges never reach past it).
         block_bytes: bytes per request.
         max_in_flight: requests in flight at most.
+        stop: the offset where reading is expected to stop: nothing past it is fetched before
+            it is read (reading on past it works, one range at a time at first).
     """
 
     def __init__(
@@ -326,6 +333,7 @@ class ReadAheadFile:
         *,
         block_bytes: int = BLOCK_BYTES,
         max_in_flight: int = MAX_IN_FLIGHT,
+        stop: int | None = None,
     ) -> None:
         if block_bytes < 1 or max_in_flight < 1:
             raise ValueError("block_bytes and max_in_flight must be >= 1")
@@ -335,10 +343,11 @@ class ReadAheadFile:
         self.max_in_flight = int(max_in_flight)
         self.error: BaseException | None = None
         self.requests = 0  # ranged requests made (retries included)
+        self.stop = stop
         self._end = self.size  # lowered if the object turns out shorter than its size said
         self._pos = 0
+        self._origin = 0  # where reading started after the last jump
         self._next = 0  # where the next range starts
-        self._depth = 1
         self._queue: collections.deque[_Range] = collections.deque()
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
         self._closed = False
@@ -401,9 +410,8 @@ class ReadAheadFile:
             if len(data) < front.end - front.start:
                 self._end = self._pos
                 self._drop()
-            else:
-                self._depth = min(2 * self._depth, self.max_in_flight)
-                self._schedule()
+                return out
+        self._schedule()
         return out
 
     def close(self) -> None:
@@ -433,22 +441,32 @@ class ReadAheadFile:
 
     def _front(self, n: int) -> _Range:
         if not self._queue:
-            self._next = self._pos
-            self._depth = 1
-            self._submit(min(self.block_bytes, max(n, _FIRST_BYTES)))
-        self._schedule()
+            self._next = self._origin = self._pos
+            self._submit(min(self.block_bytes, max(n, _FIRST_BYTES)), self._end)
         return self._queue[0]
 
     def _schedule(self) -> None:
-        while len(self._queue) < self._depth and self._next < self._end:
-            self._submit(self.block_bytes)
+        """Fetches ahead: no further past the read position than was read since the last jump."""
+        limit = self._end
+        if self.stop is not None:
+            if self._pos < self.stop:
+                limit = min(limit, self.stop)
+            else:  # reading on past the stop: as if it started there
+                self._origin = max(self._origin, self.stop)
+        ahead = self._pos - self._origin
+        while (
+            len(self._queue) < self.max_in_flight
+            and self._next < limit
+            and self._next - self._pos < ahead
+        ):
+            self._submit(self.block_bytes, limit)
 
-    def _submit(self, length: int) -> None:
+    def _submit(self, length: int, limit: int) -> None:
         if self._pool is None:
             self._pool = concurrent.futures.ThreadPoolExecutor(
                 self.max_in_flight, thread_name_prefix="jaxrec-read-ahead"
             )
-        start, end = self._next, min(self._next + length, self._end)
+        start, end = self._next, min(self._next + length, limit)
         self._queue.append(_Range(start, end, self._pool.submit(self._fetch, start, end)))
         self._next = end
 
