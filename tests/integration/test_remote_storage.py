@@ -10,6 +10,7 @@ prefix or directory given as a file. Nothing reaches the network beyond 127.0.0.
 from __future__ import annotations
 
 import json
+import pickle
 import time
 import warnings
 
@@ -174,6 +175,8 @@ def test_random_access_and_grain_source_on_s3(s3, tmp_path, monkeypatch):
     grain = pytest.importorskip("jaxrec.grain")
     source = grain.TFRecordDataSource(s3.url("train-*"), SPEC, storage_options=so)  # saved indexes
     assert int(source[37]["id"]) == 100
+    # grain's worker processes get the source pickled: the options travel with it
+    assert int(pickle.loads(pickle.dumps(source))[38]["id"]) == 101
 
 
 def test_the_loader_counts_from_indexes_on_s3(s3_data, monkeypatch):

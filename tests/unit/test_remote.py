@@ -246,3 +246,29 @@ def test_end_offset_keeps_read_ahead_within_a_span(http_store, tmp_path, compres
     else:
         assert min(a for a, _ in ranges[1:]) == start
         assert max(b for _, b in ranges) < end + (64 << 10)  # the native reader's last block
+
+
+def test_bounded_timeouts_go_under_the_callers_options():
+    from jaxrec._io.remote import with_defaults
+
+    s3 = with_defaults("s3://b/k", {"key": "k", "config_kwargs": {"connect_timeout": 1}})
+    assert s3["key"] == "k"
+    assert s3["config_kwargs"]["connect_timeout"] == 1  # the caller's value wins
+    assert s3["config_kwargs"]["retries"] == {"max_attempts": 2, "mode": "standard"}
+    mine = with_defaults("http://h/f", {"client_kwargs": {"timeout": "given"}})
+    assert mine["client_kwargs"]["timeout"] == "given"
+    timeout = with_defaults("https://h/f", None)["client_kwargs"]["timeout"]
+    assert (timeout.sock_connect, timeout.sock_read) == (5, 60)
+    assert with_defaults("gs://b/k", {"token": "anon"}) == {"token": "anon"}
+
+
+def test_errors_keep_their_cause_and_are_translated_once():
+    from jaxrec._io.remote import remote_errors, translate_error
+
+    with pytest.raises(PermissionError) as info, remote_errors("s3://b/k"):
+        raise PermissionError("Forbidden")
+    assert str(info.value).startswith("s3://b/k: permission denied (Forbidden)")
+    assert isinstance(info.value.__cause__, PermissionError)
+    assert translate_error(info.value, "s3://other") is info.value
+    oops = ValueError("not a storage error")
+    assert translate_error(oops, "s3://b/k") is oops
