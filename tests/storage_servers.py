@@ -91,6 +91,7 @@ class _Fault:
     kind: str  # "403", "404", "close", "truncate", "hang"
     times: int | None  # None: always
     methods: tuple[str, ...]
+    from_byte: int  # only ranged GETs starting at or after this byte (0: every request)
 
 
 class HTTPStore:
@@ -127,10 +128,15 @@ class HTTPStore:
         *,
         times: int | None = None,
         methods: tuple[str, ...] = ("GET", "HEAD"),
+        from_byte: int = 0,
     ) -> None:
-        """Answers requests for paths starting with ``path`` with a fault, ``times`` times."""
+        """Answers requests for paths starting with ``path`` with a fault, ``times`` times.
+
+        With ``from_byte``, only ranged GETs from that byte on fail (a file that opens, then
+        fails part-way).
+        """
         with self._lock:
-            self._faults.append(_Fault(path, kind, times, methods))
+            self._faults.append(_Fault(path, kind, times, methods, from_byte))
 
     def reset_counts(self) -> None:
         with self._lock:
@@ -148,9 +154,13 @@ class HTTPStore:
 
     # -- called by the handler
 
-    def _take_fault(self, method: str, path: str) -> str | None:
+    def _take_fault(self, method: str, path: str, rng: str | None) -> str | None:
+        m = _RANGE.match(rng or "")
+        start = int(m[1]) if m and m[1] else 0
         with self._lock:
             for f in self._faults:
+                if f.from_byte and (method != "GET" or start < f.from_byte):
+                    continue
                 if path.startswith(f.prefix) and method in f.methods and f.times != 0:
                     if f.times is not None:
                         f.times -= 1
@@ -193,7 +203,7 @@ class _RangeHandler(http.server.SimpleHTTPRequestHandler):
     def _answer(self, method: str) -> None:
         rng = self.headers.get("Range")
         with self.store._serving(method, self.path, rng):
-            fault = self.store._take_fault(method, self.path)
+            fault = self.store._take_fault(method, self.path, rng)
             if fault in ("403", "404"):
                 self.send_error(int(fault))
                 return

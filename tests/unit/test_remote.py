@@ -251,7 +251,11 @@ def test_end_offset_keeps_read_ahead_within_a_span(http_store, tmp_path, compres
 def test_bounded_timeouts_go_under_the_callers_options():
     from jaxrec._io.remote import with_defaults
 
-    s3 = with_defaults("s3://b/k", {"key": "k", "config_kwargs": {"connect_timeout": 1}})
+    mine = {"key": "k", "config_kwargs": {"connect_timeout": 1}}
+    s3 = with_defaults("s3://b/k", mine)
+    s3["config_kwargs"]["retries"]["max_attempts"] = 99  # as botocore rewrites it
+    assert mine == {"key": "k", "config_kwargs": {"connect_timeout": 1}}
+    s3 = with_defaults("s3://b/k", mine)
     assert s3["key"] == "k"
     assert s3["config_kwargs"]["connect_timeout"] == 1  # the caller's value wins
     assert s3["config_kwargs"]["retries"] == {"max_attempts": 2, "mode": "standard"}

@@ -31,6 +31,7 @@ from __future__ import annotations
 import collections
 import concurrent.futures
 import contextlib
+import copy
 import errno
 import socket
 import sys
@@ -84,9 +85,11 @@ def with_defaults(url: str, storage_options: Mapping[str, Any] | None) -> dict[s
     options = dict(storage_options or {})
     protocol = url.split("://", 1)[0].lower()
     if protocol in ("s3", "s3a"):
-        config = dict(options.get("config_kwargs") or {})
+        config = copy.deepcopy(dict(options.get("config_kwargs") or {}))
         for key, value in _S3_CONFIG.items():
-            config.setdefault(key, value)
+            # A copy: botocore rewrites the retries dict it is given (max_attempts becomes
+            # total_max_attempts), and neither the defaults nor the caller's options may change.
+            config.setdefault(key, copy.deepcopy(value))
         options["config_kwargs"] = config
     elif protocol in ("http", "https"):
         client = dict(options.get("client_kwargs") or {})
