@@ -12,11 +12,11 @@ from __future__ import annotations
 import json
 import pickle
 import time
+import urllib.request
 import warnings
 
 import numpy as np
 import pytest
-import requests
 
 import jaxrec as jr
 from jaxrec.cli import main
@@ -235,7 +235,7 @@ def s3_reader_without_get(s3_data):
     arn = iam.create_policy(PolicyName=user, PolicyDocument=json.dumps(policy))["Policy"]["Arn"]
     iam.attach_user_policy(UserName=user, PolicyArn=arn)
     key = iam.create_access_key(UserName=user)["AccessKey"]
-    requests.post(f"{s3_data.endpoint}/moto-api/reset-auth", data=b"0", timeout=10)
+    _moto_auth(s3_data.endpoint, b"0")
     try:
         yield {
             "key": key["AccessKeyId"],
@@ -244,7 +244,7 @@ def s3_reader_without_get(s3_data):
             **s3_data.storage_options,
         }
     finally:
-        requests.post(f"{s3_data.endpoint}/moto-api/reset-auth", data=b"inf", timeout=10)
+        _moto_auth(s3_data.endpoint, b"inf")
 
 
 def test_access_denied_is_a_permission_error(s3_data, s3_reader_without_get):
@@ -258,13 +258,13 @@ def test_access_denied_is_a_permission_error(s3_data, s3_reader_without_get):
 
 def test_unknown_credentials_are_a_permission_error(s3_data):
     s3_data.fs.invalidate_cache()
-    requests.post(f"{s3_data.endpoint}/moto-api/reset-auth", data=b"0", timeout=10)
+    _moto_auth(s3_data.endpoint, b"0")
     try:
         bad = {"key": "AKIAUNKNOWN", "secret": "x", "token": None, **s3_data.storage_options}
         with pytest.raises(PermissionError, match="train-0"):
             list(jr.read_records(s3_data.url("train-0.tfrecord"), storage_options=bad))
     finally:
-        requests.post(f"{s3_data.endpoint}/moto-api/reset-auth", data=b"inf", timeout=10)
+        _moto_auth(s3_data.endpoint, b"inf")
 
 
 def test_a_refused_connection_is_a_connection_error_and_fails_fast(s3_data):
@@ -351,6 +351,18 @@ def test_a_connection_lost_mid_file_is_never_a_bad_record(http_data, name):
 
 
 # --- the command line ---------------------------------------------------------------------------
+
+
+def _moto_auth(endpoint: str, value: bytes) -> None:
+    """Turns moto's access checks on (b"0": from the next request) or off (b"inf")."""
+    request = urllib.request.Request(
+        f"{endpoint}/moto-api/reset-auth",
+        data=value,
+        headers={"Content-Type": "text/plain"},  # not a form: moto reads the raw body
+        method="POST",
+    )
+    with urllib.request.urlopen(request, timeout=10):
+        pass
 
 
 def _cli(capsys, *argv) -> tuple[int, str, str]:
