@@ -115,7 +115,6 @@ _S3_DENIED = frozenset(
         "SignatureDoesNotMatch",
         "InvalidClientTokenId",
         "AuthorizationHeaderMalformed",
-        "InvalidObjectState",
     }
 )
 _S3_MISSING = frozenset({"NoSuchKey", "NotFound", "404"})
@@ -165,9 +164,8 @@ def _specific(e: BaseException, url: str) -> tuple[type[OSError], str] | None:
         if isinstance(status, int) and (status >= 500 or status == 429):
             return ConnectionError, f"the storage answered {status} ({code}: {message})"
         return None
-    if _loaded("aiohttp", "ClientResponseError") and isinstance(
-        e, _loaded("aiohttp", "ClientResponseError")
-    ):
+    http_status = _loaded("aiohttp", "ClientResponseError")
+    if http_status and isinstance(e, http_status):
         status = int(getattr(e, "status", 0))
         said = f"HTTP {status} {getattr(e, 'message', '')}".strip()
         if status in (401, 403, 407):
