@@ -1,4 +1,5 @@
-"""Shared test setup: eight simulated devices, hypothesis profiles, TensorFlow's tf.train classes.
+"""Shared test setup: eight simulated devices, hypothesis profiles, TensorFlow's tf.train
+classes, local storage servers.
 
 ``fast`` (default) keeps the suite quick; ``JAXREC_HYPOTHESIS_PROFILE=slow`` explores more.
 """
@@ -20,6 +21,9 @@ settings.register_profile(
     "slow", max_examples=2000, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
 settings.load_profile(os.environ.get("JAXREC_HYPOTHESIS_PROFILE", "fast"))
+
+# Storage servers on 127.0.0.1 for the remote tests: http_store, s3, no_network.
+pytest_plugins = ["storage_servers"]
 
 GOLDEN_PROTO = Path(__file__).resolve().parent / "data" / "golden_proto"
 

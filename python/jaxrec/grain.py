@@ -82,15 +82,23 @@ class TFRecordDataSource:
         verify: check each record's data CRC when read.
         build_index: build missing or stale indexes in memory (else raise).
         save_index: write the indexes it builds.
+        storage_options: for URLs, the fsspec filesystem's keyword arguments, e.g.
+            ``{"token": ..., "project": ...}`` (gcsfs) or ``{"key": ..., "secret": ...,
+            "client_kwargs": {"endpoint_url": ...}}`` (s3fs). They travel with the source to
+            grain's worker processes.
 
     Raises:
         ValueError: a file is GZIP/ZLIB-compressed.
         jaxrec.StaleIndexError: an index is stale and ``build_index`` is False.
+        FileNotFoundError, PermissionError, ConnectionError, IsADirectoryError: for a URL, the
+            file or the storage (the message names the URL).
 
     Example:
         >>> source = TFRecordDataSource("train-*.tfrecord")
         >>> ds = grain.MapDataset.source(source).shuffle(seed=0).batch(
         ...     256, batch_fn=ParseExamples(spec))
+        >>> gcs = TFRecordDataSource("gs://bucket/train-*.tfrecord",
+        ...                          storage_options={"token": "key.json", "project": "p"})
     """
 
     def __init__(
@@ -102,6 +110,7 @@ class TFRecordDataSource:
         verify: bool = True,
         build_index: bool = True,
         save_index: bool = False,
+        storage_options: Mapping[str, Any] | None = None,
     ) -> None:
         self._reader = RandomAccessReader(
             paths,
@@ -109,6 +118,7 @@ class TFRecordDataSource:
             verify=verify,
             build_index=build_index,
             save_index=save_index,
+            storage_options=storage_options,
         )
         self.spec = spec
         self._parse = None if spec is None else _LazyParser(spec, None)

@@ -31,7 +31,9 @@ and both ends is still caught when a record is read: its header must hold the le
 implies, and its CRCs must match.
 
 Paths may be fsspec URLs (``gs://``, ``s3://``, ``memory://`` …) when fsspec and the filesystem's
-package are installed.
+package are installed; every function and class taking them takes ``storage_options``, the
+filesystem's keyword arguments (see :mod:`jaxrec._io.paths`). Indexes of remote files can live
+beside them or in any ``index_dir``, local or remote.
 """
 
 from __future__ import annotations
@@ -47,8 +49,9 @@ from typing import Any
 import numpy as np
 
 from jaxrec import _native
-from jaxrec._io.paths import expand_paths, url_filesystem
+from jaxrec._io.paths import StorageOptions, expand_paths, url_filesystem
 from jaxrec._io.records import open_reader
+from jaxrec._io.remote import check_file, remote_errors
 from jaxrec.errors import CorruptRecordError, StaleIndexError
 
 __all__ = ["RandomAccessReader", "StaleIndexError", "TFRecordIndex", "index_path"]
@@ -70,24 +73,31 @@ def _is_url(path: str) -> bool:
     return "://" in path
 
 
-def is_index_file(path: str) -> bool:
+def is_index_file(path: str, storage_options: StorageOptions = None) -> bool:
     """Whether ``path`` is a jaxrec record index (a glob such as ``data/train-*`` catches them)."""
-    if not path.endswith(".idx") or _is_url(path) or not os.path.isfile(path):
+    if not path.endswith(".idx"):
+        return False
+    if _is_url(path):
+        fs, p = url_filesystem(path, storage_options)
+        with remote_errors(path):
+            return bytes(fs.cat_file(p, start=0, end=len(MAGIC))) == MAGIC
+    if not os.path.isfile(path):
         return False
     with open(path, "rb") as f:
         return f.read(len(MAGIC)) == MAGIC
 
 
-def _fingerprint(path: str) -> tuple[int, int, int, int]:
+def _fingerprint(path: str, storage_options: StorageOptions = None) -> tuple[int, int, int, int]:
     """``(size, mtime_ns, head_crc, tail_crc)`` of a file."""
     if _is_url(path):
-        fs, p = url_filesystem(path)
-        info = fs.info(p)
+        fs, p = url_filesystem(path, storage_options)
+        info = check_file(fs, p, path)
         size = int(info["size"])
         mtime = info.get("mtime") or info.get("created") or 0
         mtime_ns = int(float(mtime) * 1e9) if isinstance(mtime, (int, float)) else 0
-        head = fs.cat_file(p, start=0, end=min(_SAMPLE, size)) if size else b""
-        tail = fs.cat_file(p, start=max(0, size - _SAMPLE), end=size) if size else b""
+        with remote_errors(path):
+            head = fs.cat_file(p, start=0, end=min(_SAMPLE, size)) if size else b""
+            tail = fs.cat_file(p, start=max(0, size - _SAMPLE), end=size) if size else b""
     else:
         st = os.stat(path)
         size, mtime_ns = st.st_size, st.st_mtime_ns
@@ -98,9 +108,9 @@ def _fingerprint(path: str) -> tuple[int, int, int, int]:
     return size, mtime_ns, _native.masked_crc32c(head), _native.masked_crc32c(tail)
 
 
-def compression_of(path: str) -> str:
+def compression_of(path: str, storage_options: StorageOptions = None) -> str:
     """How ``"auto"`` resolves the compression of a file: ``""``, ``"GZIP"`` or ``"ZLIB"``."""
-    return open_reader(path, verify=False).compression
+    return open_reader(path, verify=False, storage_options=storage_options).compression
 
 
 # --- the index of one file ------------------------------------------------------------------------
@@ -127,6 +137,8 @@ class TFRecordIndex:
         data_end: offset just past the last record.
         compression: ``""``, ``"GZIP"`` or ``"ZLIB"``.
         fingerprint: ``(size, mtime_ns, head_crc, tail_crc)`` of the file when indexed.
+        storage_options: for a URL, the fsspec filesystem's keyword arguments, kept to check
+            the file and to save the index (see :meth:`build`).
 
     Example:
         >>> index = TFRecordIndex.build("train-00000.tfrecord")
@@ -134,6 +146,9 @@ class TFRecordIndex:
         'train-00000.tfrecord.idx'
         >>> index = TFRecordIndex.load("train-00000.tfrecord")   # raises if the file changed
         >>> len(index), index.span(3)
+        >>> s3 = {"key": "AKIA...", "secret": "...", "client_kwargs": {"endpoint_url": url}}
+        >>> TFRecordIndex.build("s3://bucket/train-0.tfrecord", storage_options=s3).save()
+        's3://bucket/train-0.tfrecord.idx'
     """
 
     def __init__(
@@ -143,12 +158,15 @@ class TFRecordIndex:
         data_end: int,
         compression: str,
         fingerprint: tuple[int, int, int, int],
+        *,
+        storage_options: StorageOptions = None,
     ) -> None:
         self.path = path
         self.offsets = np.asarray(offsets, dtype=np.uint64)
         self.data_end = int(data_end)
         self.compression = compression
         self.fingerprint = fingerprint
+        self.storage_options = storage_options
 
     @property
     def file_size(self) -> int:
@@ -169,24 +187,41 @@ class TFRecordIndex:
         return start, end
 
     @classmethod
-    def build(cls, path: str | os.PathLike) -> TFRecordIndex:
+    def build(
+        cls, path: str | os.PathLike, *, storage_options: StorageOptions = None
+    ) -> TFRecordIndex:
         """Frames the whole file once (length CRCs checked, data CRCs not) and indexes it.
+
+        Args:
+            path: the TFRecord file, a local path or an fsspec URL.
+            storage_options: for a URL, the fsspec filesystem's keyword arguments, e.g.
+                ``{"token": ..., "project": ...}`` (gcsfs) or ``{"key": ..., "secret": ...,
+                "client_kwargs": {"endpoint_url": ...}}`` (s3fs); kept for :meth:`save`.
 
         Raises:
             CorruptRecordError: a record header is broken (the file cannot be framed).
             TruncatedRecordError: the file ends inside a record.
+            FileNotFoundError, PermissionError, ConnectionError, IsADirectoryError: for a URL,
+                see :mod:`jaxrec._io.remote`.
             OSError: the file cannot be read.
         """
         path = os.fspath(path)
-        fingerprint = _fingerprint(path)
+        fingerprint = _fingerprint(path, storage_options)
         # The native reader frames local files and fsspec URLs alike (open_reader picks).
-        reader = open_reader(path, verify=False)
+        reader = open_reader(path, verify=False, storage_options=storage_options)
         parts, end = [], 0
         while (chunk := reader.read_chunk(1 << 62, _BLOCK)) is not None:
             parts.append(chunk.file_offsets)
             end = chunk.end_offset
         offsets = np.concatenate(parts) if parts else np.zeros(0, np.uint64)
-        return cls(path, offsets, end, reader.compression, fingerprint)
+        return cls(
+            path,
+            offsets,
+            end,
+            reader.compression,
+            fingerprint,
+            storage_options=storage_options,
+        )
 
     def to_bytes(self) -> bytes:
         """The index in the on-disk format."""
@@ -206,7 +241,14 @@ class TFRecordIndex:
         return body + struct.pack("<I", _native.masked_crc32c(body))
 
     @classmethod
-    def from_bytes(cls, data: bytes, path: str, *, source: str = "index") -> TFRecordIndex:
+    def from_bytes(
+        cls,
+        data: bytes,
+        path: str,
+        *,
+        source: str = "index",
+        storage_options: StorageOptions = None,
+    ) -> TFRecordIndex:
         """Reads an index from its on-disk bytes (without checking it against the file).
 
         Raises:
@@ -223,20 +265,36 @@ class TFRecordIndex:
         if _native.masked_crc32c(data[:-4]) != crc:
             raise StaleIndexError(f"{source}: damaged index (checksum mismatch)")
         offsets = np.frombuffer(data, "<u8", count=n, offset=_HEADER.size).astype(np.uint64)
-        return cls(path, offsets, end, _COMPRESSION_NAMES[comp], (size, mtime, head, tail))
+        fingerprint = (size, mtime, head, tail)
+        comp_name = _COMPRESSION_NAMES[comp]
+        return cls(path, offsets, end, comp_name, fingerprint, storage_options=storage_options)
 
-    def save(self, where: str | os.PathLike | None = None, *, index_dir: str | None = None) -> str:
+    def save(
+        self,
+        where: str | os.PathLike | None = None,
+        *,
+        index_dir: str | None = None,
+        storage_options: StorageOptions = None,
+    ) -> str:
         """Writes the index (atomically for local files) and returns its path.
 
         Args:
-            where: the index file to write (default: :func:`index_path`).
-            index_dir: write ``<index_dir>/<file name>.idx`` instead of beside the file.
+            where: the index file to write (default: :func:`index_path`), a path or a URL.
+            index_dir: write ``<index_dir>/<file name>.idx`` instead of beside the file; a
+                folder or a URL prefix (``s3://bucket/indexes``).
+            storage_options: for a URL target, the fsspec filesystem's keyword arguments
+                (default: those the index was built or loaded with).
+
+        Raises:
+            PermissionError, ConnectionError: for a URL, see :mod:`jaxrec._io.remote`.
         """
         target = os.fspath(where) if where is not None else index_path(self.path, index_dir)
         data = self.to_bytes()
         if _is_url(target):
-            fs, p = url_filesystem(target)
-            fs.pipe_file(p, data)
+            options = self.storage_options if storage_options is None else storage_options
+            fs, p = url_filesystem(target, options)
+            with remote_errors(target):
+                fs.pipe_file(p, data)
             return target
         os.makedirs(os.path.dirname(target) or ".", exist_ok=True)
         tmp = f"{target}.tmp-{os.getpid()}-{threading.get_ident()}"
@@ -247,32 +305,44 @@ class TFRecordIndex:
 
     @classmethod
     def load(
-        cls, path: str | os.PathLike, *, index_dir: str | None = None, check: bool = True
+        cls,
+        path: str | os.PathLike,
+        *,
+        index_dir: str | None = None,
+        check: bool = True,
+        storage_options: StorageOptions = None,
     ) -> TFRecordIndex:
         """Reads the index of TFRecord file ``path`` and checks that it still matches the file.
+
+        Args:
+            path: the TFRecord file (its index is ``<path>.idx``), a path or a URL.
+            index_dir: where the index is instead (a folder or a URL prefix).
+            check: check the index against the file (its size and both ends).
+            storage_options: for URLs, the fsspec filesystem's keyword arguments (see
+                :meth:`build`).
 
         Raises:
             FileNotFoundError: there is no index.
             StaleIndexError: the file changed since it was indexed, or the index is damaged.
+            PermissionError, ConnectionError: for a URL, see :mod:`jaxrec._io.remote`.
         """
         path = os.fspath(path)
         where = index_path(path, index_dir)
         if _is_url(where):
-            fs, p = url_filesystem(where)
-            if not fs.exists(p):
-                raise FileNotFoundError(where)
-            data = fs.cat_file(p)
+            fs, p = url_filesystem(where, storage_options)
+            with remote_errors(where):
+                data = fs.cat_file(p)
         else:
             with open(where, "rb") as f:
                 data = f.read()
-        index = cls.from_bytes(data, path, source=where)
+        index = cls.from_bytes(data, path, source=where, storage_options=storage_options)
         if check:
             index.check()
         return index
 
     def check(self) -> None:
         """Raises :class:`StaleIndexError` if the file is not the one that was indexed."""
-        now = _fingerprint(self.path)
+        now = _fingerprint(self.path, self.storage_options)
         if now[0] != self.fingerprint[0]:
             raise StaleIndexError(
                 f"{self.path}: the file changed since it was indexed: {now[0]} bytes now, "
@@ -299,6 +369,7 @@ def load_or_build(
     index_dir: str | None = None,
     build: bool = True,
     save: bool = False,
+    storage_options: StorageOptions = None,
 ) -> list[TFRecordIndex]:
     """The index of each file: loaded when present and fresh, else built (with one warning).
 
@@ -311,13 +382,15 @@ def load_or_build(
     built_bytes = 0
     for path in paths:
         try:
-            out.append(TFRecordIndex.load(path, index_dir=index_dir))
+            out.append(
+                TFRecordIndex.load(path, index_dir=index_dir, storage_options=storage_options)
+            )
             continue
         except (FileNotFoundError, StaleIndexError) as e:
             if not build:
                 raise
             reason = "stale" if isinstance(e, StaleIndexError) else "missing"
-        index = TFRecordIndex.build(path)
+        index = TFRecordIndex.build(path, storage_options=storage_options)
         if save:
             index.save(index_dir=index_dir)
         out.append(index)
@@ -360,10 +433,15 @@ class RandomAccessReader:
         build_index: build missing or stale indexes (else raise).
         save_index: write the indexes it builds.
         allow_compressed: accept GZIP/ZLIB files (slow; see above).
+        storage_options: for URLs, the fsspec filesystem's keyword arguments, e.g.
+            ``{"token": ..., "project": ...}`` (gcsfs) or ``{"key": ..., "secret": ...,
+            "client_kwargs": {"endpoint_url": ...}}`` (s3fs).
 
     Raises:
         ValueError: a file is compressed and ``allow_compressed`` is False.
         StaleIndexError: an index is stale and ``build_index`` is False.
+        FileNotFoundError, PermissionError, ConnectionError, IsADirectoryError: for a URL,
+            see :mod:`jaxrec._io.remote`.
 
     Example:
         >>> reader = RandomAccessReader("train-*.tfrecord")
@@ -379,23 +457,24 @@ class RandomAccessReader:
         build_index: bool = True,
         save_index: bool = False,
         allow_compressed: bool = False,
+        storage_options: StorageOptions = None,
     ) -> None:
         if isinstance(paths, (str, os.PathLike)):
             paths = [paths]
-        plist = [os.fspath(p) for p in paths]
+        self.storage_options = storage_options
         self.paths = [
             p
-            for q in plist
-            for p in ([q] if _is_url(q) else expand_paths(q))
-            if not is_index_file(p)
+            for p in expand_paths([os.fspath(q) for q in paths], storage_options)
+            if _is_url(p) or not is_index_file(p)
         ]
         self.verify = verify
         self.allow_compressed = allow_compressed
         if not allow_compressed:
-            compressed = [p for p in self.paths if compression_of(p)]
+            kinds = {p: compression_of(p, storage_options) for p in self.paths}
+            compressed = [p for p in self.paths if kinds[p]]
             if compressed:
                 raise ValueError(
-                    f"{compressed[0]} is {compression_of(compressed[0])}-compressed: reading "
+                    f"{compressed[0]} is {kinds[compressed[0]]}-compressed: reading "
                     "record i of it means decompressing the file from its start, so random access "
                     f"would cost O(file size) per record ({len(compressed)} of {len(self.paths)} "
                     "files are compressed). Rewrite them uncompressed (jaxrec convert FILES "
@@ -403,7 +482,11 @@ class RandomAccessReader:
                     "to accept the cost."
                 )
         self.indexes = load_or_build(
-            self.paths, index_dir=index_dir, build=build_index, save=save_index
+            self.paths,
+            index_dir=index_dir,
+            build=build_index,
+            save=save_index,
+            storage_options=storage_options,
         )
         self._ends = np.cumsum([len(ix) for ix in self.indexes], dtype=np.int64)
         self._init_handles()
@@ -483,8 +566,9 @@ class RandomAccessReader:
             return self._read_compressed(f, j)
         start, end = ix.span(j)
         if _is_url(ix.path):
-            fs, p = url_filesystem(ix.path)
-            buf = fs.cat_file(p, start=start, end=end)
+            fs, p = url_filesystem(ix.path, self.storage_options)
+            with remote_errors(ix.path):
+                buf = fs.cat_file(p, start=start, end=end)
         else:
             buf = os.pread(self._fd(f), end - start, start)
         return self._unframe(buf, ix, j, start, end)
@@ -530,7 +614,12 @@ class RandomAccessReader:
         if reader is None or j < nxt:
             start, _ = ix.span(j)
             reader = open_reader(
-                ix.path, ix.compression, verify=self.verify, start_offset=start, start_index=j
+                ix.path,
+                ix.compression,
+                verify=self.verify,
+                start_offset=start,
+                start_index=j,
+                storage_options=self.storage_options,
             )
             nxt = j
         chunk = None

@@ -12,7 +12,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Literal
 
 from jaxrec import _native
-from jaxrec._io.paths import PathLike, expand_paths, is_url, url_filesystem
+from jaxrec._io.paths import PathLike, StorageOptions, expand_paths, is_url, url_filesystem
+from jaxrec._io.remote import ReadAheadFile, check_file, remote_errors
 
 __all__ = ["TFRecordWriter", "open_reader", "read_chunks", "read_records", "skips_errors"]
 
@@ -28,11 +29,20 @@ def open_reader(
     skip_errors: bool = False,
     start_offset: int = 0,
     start_index: int = 0,
-) -> _native.RecordReader:
+    end_offset: int | None = None,
+    storage_options: StorageOptions = None,
+) -> _native.RecordReader | RemoteRecordReader:
     """Opens one file for chunked reading: a local path natively, a URL through fsspec.
 
-    For a URL the native reader pulls large blocks from fsspec's file object (one Python call
-    per block, not per record); framing, CRCs, decompression and parsing stay native.
+    For a URL the native reader pulls blocks from a :class:`~jaxrec._io.remote.ReadAheadFile`
+    (several ranged requests in flight, one Python call per block, not per record); framing,
+    CRCs, decompression and parsing stay native. ``end_offset``, where the caller expects to
+    stop reading (an uncompressed file's span end), keeps read-ahead from fetching past it;
+    reading on past it still works.
+
+    Raises:
+        FileNotFoundError, PermissionError, ConnectionError, IsADirectoryError: see
+            :mod:`jaxrec._io.remote` (for a URL; a local path raises the OS's errors).
     """
     if path.startswith("file://"):
         path = path[len("file://") :]
@@ -40,13 +50,85 @@ def open_reader(
         return _native.RecordReader(
             path, compression, verify, skip_errors, start_offset, start_index
         )
-    fs, inner = url_filesystem(path)
-    size = fs.size(inner)
-    # Blocks of 8 MiB: remote stores answer large ranged reads far better than small ones.
-    f = fs.open(inner, "rb", block_size=8 << 20)
-    return _native.RecordReader(
-        path, compression, verify, skip_errors, start_offset, start_index, file=f, size=size
+    fs, inner = url_filesystem(path, storage_options)
+    size = check_file(fs, inner, path).get("size")
+    if size is None:  # a server that does not say the length: fsspec's streaming file object
+        with remote_errors(path):
+            f = fs.open(inner, "rb", block_size=8 << 20)
+        return _native.RecordReader(
+            path, compression, verify, skip_errors, start_offset, start_index, file=f
+        )
+    return RemoteRecordReader(
+        ReadAheadFile(fs, inner, path, int(size), stop=end_offset),
+        path,
+        compression,
+        verify,
+        skip_errors,
+        start_offset,
+        start_index,
     )
+
+
+class RemoteRecordReader:
+    """The native ``RecordReader`` over a :class:`~jaxrec._io.remote.ReadAheadFile`.
+
+    The native reader sees an exception of the file's ``read`` only as text (an ``OSError``, or,
+    inside a GZIP/ZLIB stream, the end of the stream); this raises the file's own error instead
+    (``PermissionError``, ``ConnectionError`` … naming the URL), whatever the native reader made
+    of it, ``skip_errors`` or not: a failed read is never a bad record.
+    """
+
+    def __init__(
+        self,
+        file: ReadAheadFile,
+        path: str,
+        compression: str | None,
+        verify: bool,
+        skip_errors: bool,
+        start_offset: int,
+        start_index: int,
+    ) -> None:
+        self.file = file
+        try:
+            self._reader = _native.RecordReader(
+                path,
+                compression,
+                verify,
+                skip_errors,
+                start_offset,
+                start_index,
+                file=file,
+                size=file.size,
+            )
+        except Exception:
+            self._raise_file_error()
+            raise
+        if self._reader.compression:  # offsets are in the decompressed stream: no byte stop
+            file.stop = None
+
+    def _raise_file_error(self) -> None:
+        if self.file.error is not None:
+            self.file.close()
+            raise self.file.error
+
+    def read_chunk(self, *args: int, **kwargs: int) -> _native.Chunk | None:
+        """As ``jaxrec._native.RecordReader.read_chunk``."""
+        try:
+            chunk = self._reader.read_chunk(*args, **kwargs)
+        except Exception:
+            self._raise_file_error()
+            raise
+        self._raise_file_error()
+        return chunk
+
+    @property
+    def compression(self) -> str:
+        """The compression in effect: ``""``, ``"GZIP"`` or ``"ZLIB"``."""
+        return self._reader.compression
+
+    def stats(self) -> dict[str, object]:
+        """Counters: records, bytes, skipped_records, skipped_bytes, errors."""
+        return self._reader.stats()
 
 
 def skips_errors(on_error: str) -> bool:
@@ -68,6 +150,7 @@ def read_chunks(
     on_error: OnError = "raise",
     chunk_bytes: int = 4 << 20,
     max_records: int | None = None,
+    storage_options: StorageOptions = None,
 ) -> Iterator[_native.Chunk]:
     """Yields the records of each file as :class:`jaxrec._native.Chunk` objects.
 
@@ -86,15 +169,26 @@ def read_chunks(
         chunk_bytes: the size of the blocks files are read in (a larger record gets a block of
             its own).
         max_records: at most this many records per chunk (default: a whole block).
+        storage_options: for fsspec URLs, the keyword arguments of the filesystem
+            (``fsspec.core.url_to_fs(url, **storage_options)``): credentials, endpoint,
+            timeouts. For example ``{"token": "key.json", "project": "my-project"}`` (gcsfs),
+            or ``{"key": "AKIA...", "secret": "...", "client_kwargs": {"endpoint_url":
+            "https://minio:9000"}}`` (s3fs).
 
     Raises:
         CorruptRecordError: a CRC mismatch or broken compressed stream (with ``"raise"``).
         TruncatedRecordError: a file ends inside a record (with ``"raise"``).
+        FileNotFoundError: a file (or a URL's object or bucket) does not exist.
+        IsADirectoryError: a path is a directory, or a URL an object-store prefix.
+        PermissionError: the storage refused (HTTP 401/403, S3 AccessDenied, no credentials).
+        ConnectionError: the storage could not be reached (refused, DNS, timeout, dropped).
         OSError: a file cannot be opened.
     """
     skip = skips_errors(on_error)
-    for path in expand_paths(paths):
-        reader = open_reader(path, compression, verify=verify, skip_errors=skip)
+    for path in expand_paths(paths, storage_options):
+        reader = open_reader(
+            path, compression, verify=verify, skip_errors=skip, storage_options=storage_options
+        )
         while (chunk := reader.read_chunk(max_records or (1 << 62), chunk_bytes)) is not None:
             yield chunk
 
@@ -105,6 +199,7 @@ def read_records(
     *,
     verify: bool = True,
     on_error: OnError = "raise",
+    storage_options: StorageOptions = None,
 ) -> Iterator[bytes]:
     """Yields every record of the files, in order, as ``bytes``.
 
@@ -114,8 +209,13 @@ def read_records(
     Example:
         >>> for record in jaxrec.read_records("train-*.tfrecord"):
         ...     example = jaxrec.Example.FromString(record)
+        >>> s3 = {"client_kwargs": {"endpoint_url": "http://localhost:9000"}}
+        >>> n = sum(1 for _ in jaxrec.read_records("s3://bucket/train-*", storage_options=s3))
     """
-    for chunk in read_chunks(paths, compression, verify=verify, on_error=on_error):
+    chunks = read_chunks(
+        paths, compression, verify=verify, on_error=on_error, storage_options=storage_options
+    )
+    for chunk in chunks:
         yield from chunk.to_list()
 
 

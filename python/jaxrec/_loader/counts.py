@@ -10,6 +10,7 @@ them all.
 from __future__ import annotations
 
 import concurrent.futures
+import functools
 from collections.abc import Sequence
 from typing import Any
 
@@ -35,9 +36,9 @@ def count_records(path: str, reader_options: dict[str, Any]) -> int:
     return n
 
 
-def _fresh_index(path: str) -> TFRecordIndex | None:
+def _fresh_index(path: str, storage_options: Any = None) -> TFRecordIndex | None:
     try:
-        return TFRecordIndex.load(path)
+        return TFRecordIndex.load(path, storage_options=storage_options)
     except (OSError, JaxrecError):  # no index, a stale one, or one we cannot read
         return None
 
@@ -82,6 +83,8 @@ def span_table(
         paths,
         span_bytes=span_bytes,
         given_counts=given_counts,
-        load_index=_fresh_index,
+        load_index=functools.partial(
+            _fresh_index, storage_options=reader_options.get("storage_options")
+        ),
         count_files=count_files,
     )

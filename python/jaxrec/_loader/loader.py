@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from jaxrec._io.index import file_fingerprint
-from jaxrec._io.paths import PathLike, expand_paths, file_size
+from jaxrec._io.paths import PathLike, StorageOptions, expand_paths, file_size
 from jaxrec._io.records import open_reader, skips_errors
 from jaxrec._loader.batcher import Batcher
 from jaxrec._loader.counts import span_table
@@ -94,6 +94,12 @@ class Loader:
             another batch size) the interrupted epoch continues with the records no host has
             yielded yet, each exactly once.
         span_bytes: the size of the spans an indexed file is cut into for dealing.
+        storage_options: for fsspec URLs, the filesystem's keyword arguments
+            (``fsspec.core.url_to_fs(url, **storage_options)``): credentials, endpoint,
+            timeouts. E.g. ``{"token": "key.json", "project": "my-project"}`` (gcsfs), or
+            ``{"key": "AKIA...", "secret": "...", "client_kwargs": {"endpoint_url":
+            "https://minio:9000"}}`` (s3fs). Files are read with several ranged requests in
+            flight each.
 
     Raises:
         FeatureSpecError: a variable-length feature lacks ``max_len`` (batches need static
@@ -136,11 +142,12 @@ class Loader:
         mask_key: str = "mask",
         state: Mapping[str, Any] | str | None = None,
         span_bytes: int = DEFAULT_SPAN_BYTES,
+        storage_options: StorageOptions = None,
     ) -> None:
         skip = skips_errors(on_error)
         if num_epochs is not None and num_epochs < 1:
             raise ValueError(f"num_epochs must be >= 1 or None, got {num_epochs}")
-        self.paths = expand_paths(files)
+        self.paths = expand_paths(files, storage_options)
         if not self.paths:
             raise ShardingError("no files to read")
         self.batch_size = int(batch_size)
@@ -158,7 +165,12 @@ class Loader:
         self.shard: HostShard = host_shard(process_index, process_count)
         self._fingerprint_cache: dict[int, list[int]] = {}
         self._skip_errors = skip
-        self._reader_options = {"compression": compression, "verify": verify, "skip_errors": skip}
+        self._reader_options = {
+            "compression": compression,
+            "verify": verify,
+            "skip_errors": skip,
+            "storage_options": storage_options,
+        }
         self.parser = ExampleParser(features, sequence_features)
         _check_static(self.parser.compiled_features, "features")
         _check_static(self.parser.compiled_sequence_features, "sequence_features")
@@ -177,7 +189,7 @@ class Loader:
         self.spans = table(count=num_epochs is not None)
         self._span_sizes: np.ndarray | None = None
         if not self.spans.known:
-            sizes = self.spans.sizes([file_size(p) for p in self.paths])
+            sizes = self.spans.sizes([file_size(p, storage_options) for p in self.paths])
             if int((sizes > 0).sum()) >= self.shard.count:
                 self._span_sizes = sizes
             else:  # too few spans to give every host one: count after all

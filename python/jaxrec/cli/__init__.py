@@ -66,7 +66,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return args.func(args)
-    except (UsageError, FileNotFoundError, IsADirectoryError, PermissionError) as e:
+    except (
+        UsageError,
+        FileNotFoundError,
+        IsADirectoryError,
+        PermissionError,
+        ConnectionError,  # remote storage that cannot be reached (refused, DNS, timeout)
+    ) as e:
         print(f"jaxrec {args.command}: error: {e}", file=sys.stderr)
         return EXIT_USAGE
     except JaxrecError as e:

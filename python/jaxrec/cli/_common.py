@@ -1,6 +1,7 @@
 """What the ``jaxrec`` commands share: exit statuses, argument helpers, inputs and output.
 
-Inputs: :func:`input_files` expands the FILE arguments, :func:`load_spec` loads ``--spec``.
+Inputs: :func:`input_files` expands the FILE arguments (local paths, globs or fsspec URLs, with
+``--storage-options``), :func:`load_spec` loads ``--spec``.
 Output: results go to standard output as rich tables (:func:`console`, :func:`make_table`) or
 JSON (:func:`emit_json`); progress bars go to standard error, and only when it is a terminal
 (:func:`progress`, :func:`map_files`). rich is imported inside the functions that use it, so
@@ -18,11 +19,11 @@ import os
 import runpy
 import sys
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from jaxrec._io.index import is_index_file
-from jaxrec._io.paths import expand_paths
+from jaxrec._io.paths import expand_paths, file_size, is_url
 from jaxrec._parse import ExampleParser
 from jaxrec.errors import ExampleParseError, FeatureSpecError, JaxrecError
 
@@ -36,9 +37,11 @@ __all__ = [
     "add_command",
     "add_common",
     "add_files",
+    "add_storage_options",
     "console",
     "default_workers",
     "emit_json",
+    "file_sizes",
     "input_files",
     "iter_chunks",
     "load_spec",
@@ -49,13 +52,14 @@ __all__ = [
     "plural",
     "positive",
     "progress",
+    "storage_options",
 ]
 
 EXIT_OK, EXIT_BAD_DATA, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 #: The exit-status line closing every ``--help``.
 STATUS = f"""exit status: {EXIT_OK} ok; {EXIT_BAD_DATA} the data has a problem (bad records, \
 unreadable TFRecords); {EXIT_USAGE} usage error (bad arguments, no such file, a spec that does not \
-load); {EXIT_INTERRUPTED} interrupted."""
+load, storage that refuses access or cannot be reached); {EXIT_INTERRUPTED} interrupted."""
 
 
 class UsageError(Exception):
@@ -89,9 +93,41 @@ def add_command(
     return subparsers.add_parser(name, help=help, description=description, epilog=STATUS)
 
 
+def storage_options(text: str) -> dict[str, Any]:
+    """An argparse ``type`` for ``--storage-options``: a JSON object.
+
+    Raises:
+        argparse.ArgumentTypeError: the text is not JSON, or not an object.
+    """
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise argparse.ArgumentTypeError(f"not JSON ({e})") from e
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(f"expected a JSON object, got {text!r}")
+    return value
+
+
+def add_storage_options(parser: argparse.ArgumentParser) -> None:
+    """Adds ``--storage-options JSON`` (the fsspec filesystem's keyword arguments for URLs)."""
+    parser.add_argument(
+        "--storage-options",
+        type=storage_options,
+        default=None,
+        metavar="JSON",
+        help="for URLs (gs://, s3://, http://...): the fsspec filesystem's options as a JSON "
+        'object, e.g. \'{"client_kwargs": {"endpoint_url": "http://localhost:9000"}}\' (s3fs) '
+        'or \'{"token": "key.json", "project": "my-project"}\' (gcsfs); credentials are best '
+        "left to the environment (AWS_* variables, gcloud auth)",
+    )
+
+
 def add_files(parser: argparse.ArgumentParser) -> None:
-    """Adds the ``FILE ...`` arguments (TFRecord files or globs)."""
-    parser.add_argument("files", nargs="+", metavar="FILE", help="TFRecord files or globs")
+    """Adds the ``FILE ...`` arguments (TFRecord files, globs or URLs) and ``--storage-options``."""
+    parser.add_argument(
+        "files", nargs="+", metavar="FILE", help="TFRecord files, globs or URLs (s3://b/train-*)"
+    )
+    add_storage_options(parser)
 
 
 def add_common(parser: argparse.ArgumentParser, *, parallel: bool = True) -> None:
@@ -112,26 +148,48 @@ def add_common(parser: argparse.ArgumentParser, *, parallel: bool = True) -> Non
 # --- inputs --------------------------------------------------------------------------------------
 
 
-def _is_sidecar(path: str) -> bool:
+def _is_sidecar(path: str, options: Mapping[str, Any] | None = None) -> bool:
     """Whether a file is one of jaxrec's index or manifest files (``data/*`` catches them)."""
-    return path.endswith(".manifest.json") or is_index_file(path)
+    return path.endswith(".manifest.json") or is_index_file(path, options)
 
 
-def input_files(patterns: Sequence[str]) -> list[str]:
+def _url_files(pattern: str, options: Mapping[str, Any] | None) -> list[str]:
+    """The files a URL argument names: its glob's matches, or itself once checked."""
+    matched = expand_paths(pattern, options)
+    if matched != [pattern]:
+        return matched
+    try:
+        file_size(pattern, options)  # exists, is a file, and we may read it
+    except IsADirectoryError as e:
+        example = f"'{pattern.rstrip('/')}/*.tfrecord'"
+        raise UsageError(f"{pattern} is a folder or prefix; name its files, e.g. {example}") from e
+    return matched
+
+
+def input_files(
+    patterns: Sequence[str], storage_options: Mapping[str, Any] | None = None
+) -> list[str]:
     """Expands globs, skips jaxrec's index/manifest files, refuses folders with a hint.
 
     Args:
-        patterns: the FILE arguments: paths, globs or URLs.
+        patterns: the FILE arguments: paths, globs or fsspec URLs.
+        storage_options: the fsspec filesystem's options for URLs (``--storage-options``).
 
     Returns:
         The files, in the order given (each glob's matches sorted).
 
     Raises:
-        UsageError: a folder was given, or nothing but index/manifest files matched.
+        UsageError: a folder (or an object-store prefix) was given, or nothing but
+            index/manifest files matched.
         FileNotFoundError: a path that is not a glob does not exist.
+        PermissionError, ConnectionError: a URL's storage refused or could not be reached.
     """
     out: list[str] = []
     for pattern in patterns:
+        if is_url(pattern):
+            matched = _url_files(pattern, storage_options)
+            out.extend(m for m in matched if not _is_sidecar(m, storage_options))
+            continue
         if os.path.isdir(pattern):
             raise UsageError(f"{pattern} is a folder; name its files, e.g. '{pattern}/*.tfrecord'")
         matched = expand_paths(pattern)
@@ -141,6 +199,16 @@ def input_files(patterns: Sequence[str]) -> list[str]:
     if not out:
         raise UsageError("no TFRecord files given (index and manifest files are skipped)")
     return out
+
+
+def file_sizes(
+    files: Sequence[str], storage_options: Mapping[str, Any] | None = None, workers: int = 8
+) -> list[int]:
+    """The size of each file: from the OS, or from fsspec for URLs (asked in parallel)."""
+    if not any(is_url(f) for f in files):
+        return [os.path.getsize(f) for f in files]
+    with concurrent.futures.ThreadPoolExecutor(max(1, min(workers, len(files)))) as pool:
+        return list(pool.map(lambda f: file_size(f, storage_options), files))
 
 
 def load_spec(arg: str) -> tuple[dict[str, Any], dict[str, Any] | None]:
@@ -226,31 +294,42 @@ def progress(args: argparse.Namespace, what: str, total: float | None) -> Iterat
 
 
 def map_files(
-    args: argparse.Namespace, fn: Callable[[str, Callable], dict], files: list[str], what: str
+    args: argparse.Namespace,
+    fn: Callable[[str, int, Callable], dict],
+    files: list[str],
+    what: str,
 ) -> list[dict]:
-    """Runs ``fn(path, advance)`` over the files on ``--workers`` threads; results in order.
+    """Runs ``fn(path, size, advance)`` over the files on ``--workers`` threads; results in order.
 
-    The native reader releases the GIL, so files are framed and checked in parallel. The
-    progress bar counts file bytes.
+    The native reader releases the GIL (and URLs are read with requests in flight), so files are
+    framed and checked in parallel. The progress bar counts file bytes (sizes from fsspec for
+    URLs).
     """
-    total = sum(os.path.getsize(f) for f in files)
-    with progress(args, what, total) as advance:
+    sizes = file_sizes(files, getattr(args, "storage_options", None), args.workers)
+    with progress(args, what, sum(sizes)) as advance:
         workers = max(1, min(args.workers, len(files)))
         if workers == 1:
-            return [fn(f, advance) for f in files]
+            return [fn(f, n, advance) for f, n in zip(files, sizes, strict=True)]
         with concurrent.futures.ThreadPoolExecutor(workers) as pool:
-            return list(pool.map(lambda f: fn(f, advance), files))
+            return list(pool.map(lambda f, n: fn(f, n, advance), files, sizes))
 
 
-def iter_chunks(reader: Any, path: str, advance: Callable, max_records: int = 1 << 62) -> Iterator:
-    """Yields the chunks of an open reader, advancing the progress bar by file bytes read."""
+def iter_chunks(reader: Any, size: int, advance: Callable, max_records: int = 1 << 62) -> Iterator:
+    """Yields the chunks of an open reader, advancing the progress bar by file bytes read.
+
+    Args:
+        reader: the open reader.
+        size: the file's size in bytes (what the bar has advanced by at the end).
+        advance: the progress bar's ``advance``.
+        max_records: at most this many records per chunk.
+    """
     plain, done = reader.compression == "", 0
     while (chunk := reader.read_chunk(max_records, 16 << 20)) is not None:
         if plain:
             advance(chunk.end_offset - done)
             done = chunk.end_offset
         yield chunk
-    advance(os.path.getsize(path) - done)
+    advance(size - done)
 
 
 # --- output --------------------------------------------------------------------------------------

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
-import os
 import statistics
 import threading
 import time
@@ -27,6 +26,7 @@ from jaxrec.cli._common import (
     console,
     default_workers,
     emit_json,
+    file_sizes,
     input_files,
     load_spec,
     parse_function,
@@ -69,20 +69,21 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Times ``--repeat`` passes over the files and reports the median; returns the exit status."""
-    files = input_files(args.files)
+    files = input_files(args.files, args.storage_options)
     if args.spec:
         spec, seq = load_spec(args.spec)
         spec_from = args.spec
     else:
-        spec, seq = infer_schema(files, limit=1000).spec()
+        spec, seq = infer_schema(files, limit=1000, storage_options=args.storage_options).spec()
         spec_from = "inferred from 1,000 records (pass --spec FILE for yours)"
     parse = parse_function(spec, seq)
-    disk = sum(os.path.getsize(f) for f in files)
+    disk = sum(file_sizes(files, args.storage_options))
     loader_args = {
         "features": spec,
         "sequence_features": seq,
         "verify": not args.no_verify,
         "record_counts": None,
+        "storage_options": args.storage_options,
     }
     engine = "jaxrec.Loader"
     try:
@@ -175,7 +176,7 @@ def _bench_chunks(files: list[str], parse: Callable, args: argparse.Namespace) -
     totals = {"records": 0, "payload_bytes": 0, "read_s": 0.0, "parse_s": 0.0}
 
     def work(path: str) -> None:
-        reader = open_reader(path, verify=not args.no_verify)
+        reader = open_reader(path, verify=not args.no_verify, storage_options=args.storage_options)
         records = payload = 0
         read_s = parse_s = 0.0
         while True:

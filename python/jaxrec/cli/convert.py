@@ -32,7 +32,7 @@ import dataclasses
 import json
 import os
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +46,7 @@ from jaxrec.cli._common import (
     UsageError,
     add_command,
     add_common,
+    add_storage_options,
     console,
     emit_json,
     make_table,
@@ -216,13 +217,14 @@ def _table(kind: str, inputs: list[str]) -> Source:
     return Source(kind, inputs, n, features, batches)
 
 
-def _tfrecords(inputs: list[str]) -> Source:
+def _tfrecords(inputs: list[str], storage_options: Mapping[str, Any] | None) -> Source:
     from jaxrec._io.index import RandomAccessReader, compression_of
 
-    files = expand_paths(inputs)
-    counts = [sum(len(c) for c in read_chunks(f, verify=False)) for f in files]
+    so = storage_options
+    files = expand_paths(inputs, so)
+    counts = [sum(len(c) for c in read_chunks(f, verify=False, storage_options=so)) for f in files]
     n = sum(counts)
-    compressed = [f for f in files if compression_of(f)]
+    compressed = [f for f in files if compression_of(f, so)]
     cannot_shuffle = None
     if compressed:
         cannot_shuffle = (
@@ -232,14 +234,14 @@ def _tfrecords(inputs: list[str]) -> Source:
 
     def batches(order: np.ndarray | None) -> Iterator[list[bytes]]:
         if order is None:
-            for chunk in read_chunks(files, max_records=_BATCH):
+            for chunk in read_chunks(files, max_records=_BATCH, storage_options=so):
                 yield chunk.to_list()
             return
         if cannot_shuffle:
             raise ValueError(cannot_shuffle)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)  # building the indexes is expected here
-            reader = RandomAccessReader(files)
+            reader = RandomAccessReader(files, storage_options=so)
         with reader:
             for s in range(0, n, _BATCH):
                 yield reader.read_many(order[s : s + _BATCH].tolist())
@@ -247,13 +249,21 @@ def _tfrecords(inputs: list[str]) -> Source:
     return Source("tfrecord", files, n, {}, batches, {"records_per_file": counts}, cannot_shuffle)
 
 
-def open_source(inputs: Sequence[str], kind: str = "auto", *, workers: int = 4) -> Source:
+def open_source(
+    inputs: Sequence[str],
+    kind: str = "auto",
+    *,
+    workers: int = 4,
+    storage_options: Mapping[str, Any] | None = None,
+) -> Source:
     """Opens what ``jaxrec convert`` reads.
 
     Args:
-        inputs: a folder (images), ``.npz``/``.npy`` files, Parquet/CSV files, or TFRecords.
+        inputs: a folder (images), ``.npz``/``.npy`` files, Parquet/CSV files, or TFRecords
+            (which may be fsspec URLs).
         kind: one of :data:`SOURCES`, or ``"auto"`` to tell from the inputs.
         workers: threads reading image files.
+        storage_options: the fsspec filesystem's options for TFRecord URLs.
 
     Raises:
         ValueError: the inputs do not fit the kind (the message says what was expected).
@@ -263,7 +273,7 @@ def open_source(inputs: Sequence[str], kind: str = "auto", *, workers: int = 4) 
     if not inputs:
         raise ValueError("no inputs")
     if not os.path.isdir(inputs[0]):
-        inputs = expand_paths(inputs)
+        inputs = expand_paths(inputs, storage_options)
     if kind == "auto":
         kind = _guess_kind(inputs)
     if kind == "images":
@@ -273,7 +283,7 @@ def open_source(inputs: Sequence[str], kind: str = "auto", *, workers: int = 4) 
     if kind in ("parquet", "csv"):
         return _table(kind, inputs)
     if kind == "tfrecord":
-        return _tfrecords(inputs)
+        return _tfrecords(inputs, storage_options)
     raise ValueError(f"unknown source {kind!r}: expected one of {', '.join(SOURCES)}")
 
 
@@ -421,6 +431,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--shuffle", action="store_true", help="write records in a shuffled order")
     p.add_argument("--seed", type=int, default=0, help="shuffle seed (default 0)")
     p.add_argument("--overwrite", action="store_true", help="replace existing shards")
+    add_storage_options(p)
     add_common(p)
     p.set_defaults(func=run)
 
@@ -434,7 +445,9 @@ def run(args: argparse.Namespace) -> int:
             given.
     """
     try:
-        source = open_source(args.inputs, args.source, workers=args.workers)
+        source = open_source(
+            args.inputs, args.source, workers=args.workers, storage_options=args.storage_options
+        )
     except (ValueError, ImportError) as e:
         raise UsageError(str(e)) from e
     if args.shuffle and source.cannot_shuffle:

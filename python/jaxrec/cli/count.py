@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import os
 from collections.abc import Callable
+from typing import Any
 
 from jaxrec._io.index import TFRecordIndex
 from jaxrec._io.records import open_reader
@@ -49,8 +49,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Counts the records of every file (in parallel) and prints them; returns the exit status."""
-    files = input_files(args.files)
-    results = map_files(args, _count_file, files, "counting")
+    files = input_files(args.files, args.storage_options)
+    so = args.storage_options
+    results = map_files(args, lambda p, n, adv: _count_file(p, n, adv, so), files, "counting")
     total = sum(r["records"] for r in results)
     ok = not any("error" in r for r in results)
     if args.json:
@@ -70,10 +71,9 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_OK if ok else EXIT_BAD_DATA
 
 
-def _count_file(path: str, advance: Callable) -> dict:
-    size = os.path.getsize(path)
+def _count_file(path: str, size: int, advance: Callable, storage_options: Any) -> dict:
     with contextlib.suppress(FileNotFoundError, StaleIndexError):
-        index = TFRecordIndex.load(path)
+        index = TFRecordIndex.load(path, storage_options=storage_options)
         advance(size)
         comp = index.compression or "none"
         return {
@@ -85,9 +85,9 @@ def _count_file(path: str, advance: Callable) -> dict:
         }
     records = 0
     try:
-        reader = open_reader(path, verify=False)
+        reader = open_reader(path, verify=False, storage_options=storage_options)
         comp = reader.compression or "none"
-        for chunk in iter_chunks(reader, path, advance):
+        for chunk in iter_chunks(reader, size, advance):
             records += len(chunk)
     except CorruptRecordError as e:
         return {"path": path, "records": records, "bytes": size, "error": str(e)}

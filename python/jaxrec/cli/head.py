@@ -54,10 +54,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Prints ``-n`` records after ``--skip`` (across the files, in order); returns the status."""
-    files = input_files(args.files)
+    files = input_files(args.files, args.storage_options)
     position, shown = 0, 0  # records seen across the files, records printed
     for path in files:
-        reader = open_reader(path, verify=not args.no_verify)
+        reader = open_reader(path, verify=not args.no_verify, storage_options=args.storage_options)
         while shown < args.n:
             chunk = reader.read_chunk(max(1, args.skip + args.n - position), 4 << 20)
             if chunk is None:

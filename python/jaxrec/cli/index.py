@@ -3,7 +3,8 @@
 An index holds the offset of every record (the format is in :mod:`jaxrec._io.index`), so
 readers can jump to record *i* and count records without reading the file. Indexes that are up
 to date are kept unless ``--force``; a file whose framing breaks gets no index, and the exit
-status is 1.
+status is 1. Files and ``--index-dir`` may be URLs (``s3://bucket/train-*``): the indexes of
+remote files go beside them, or into a local or remote ``--index-dir``.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import os
 from collections.abc import Callable
 
 from jaxrec._io.index import TFRecordIndex, index_path
+from jaxrec._io.paths import is_url, url_filesystem
+from jaxrec._io.remote import remote_errors
 from jaxrec.cli._common import (
     EXIT_BAD_DATA,
     EXIT_OK,
@@ -44,7 +47,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     )
     add_files(p)
     p.add_argument(
-        "--index-dir", metavar="DIR", help="write <DIR>/<file name>.idx instead of beside each file"
+        "--index-dir",
+        metavar="DIR",
+        help="write <DIR>/<file name>.idx instead of beside each file (a folder or a URL)",
     )
     p.add_argument("--force", action="store_true", help="rebuild indexes that look up to date")
     add_common(p)
@@ -57,16 +62,21 @@ def run(args: argparse.Namespace) -> int:
     Raises:
         UsageError: with ``--index-dir``, two files share a name (their indexes would collide).
     """
-    files = input_files(args.files)
+    files = input_files(args.files, args.storage_options)
     if args.index_dir:
-        os.makedirs(args.index_dir, exist_ok=True)
-        names = [os.path.basename(f) for f in files]
+        if is_url(args.index_dir):
+            fs, inner = url_filesystem(args.index_dir, args.storage_options)
+            with remote_errors(args.index_dir):
+                fs.makedirs(inner, exist_ok=True)  # object stores: nothing to make
+        else:
+            os.makedirs(args.index_dir, exist_ok=True)
+        names = [f.rstrip("/").rsplit("/", 1)[-1] for f in files]
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
             raise UsageError(
                 f"--index-dir: several files are named {dupes[0]!r}; their indexes would collide"
             )
-    results = map_files(args, lambda p, adv: _index_file(p, adv, args), files, "indexing")
+    results = map_files(args, lambda p, n, adv: _index_file(p, n, adv, args), files, "indexing")
     ok = all(r["status"] != "error" for r in results)
     if args.json:
         emit_json({"ok": ok, "files": results})
@@ -83,18 +93,19 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_OK if ok else EXIT_BAD_DATA
 
 
-def _index_file(path: str, advance: Callable, args: argparse.Namespace) -> dict:
+def _index_file(path: str, size: int, advance: Callable, args: argparse.Namespace) -> dict:
     target = index_path(path, args.index_dir)
+    so = args.storage_options
     if not args.force:
         with contextlib.suppress(FileNotFoundError, StaleIndexError):
-            index = TFRecordIndex.load(path, index_dir=args.index_dir)
-            advance(os.path.getsize(path))
+            index = TFRecordIndex.load(path, index_dir=args.index_dir, storage_options=so)
+            advance(size)
             return {"path": path, "index": target, "records": len(index), "status": "up to date"}
     try:
-        index = TFRecordIndex.build(path)
+        index = TFRecordIndex.build(path, storage_options=so)
     except CorruptRecordError as e:
-        advance(os.path.getsize(path))
+        advance(size)
         return {"path": path, "index": None, "records": None, "status": "error", "error": str(e)}
     index.save(target)
-    advance(os.path.getsize(path))
+    advance(size)
     return {"path": path, "index": target, "records": len(index), "status": "written"}

@@ -58,9 +58,9 @@ def run(args: argparse.Namespace) -> int:
     scan: it is reported (file, record, byte offset) on stderr, nothing is printed on stdout
     (no schema from damaged data), and the exit status is 1, as ``jaxrec verify`` gives.
     """
-    files = input_files(args.files)
+    files = input_files(args.files, args.storage_options)
     try:
-        schema = infer_schema(files, limit=args.limit)
+        schema = infer_schema(files, limit=args.limit, storage_options=args.storage_options)
     except CorruptRecordError as e:
         where = [f"record {e.record_index}"] if e.record_index is not None else []
         if e.byte_offset is not None:

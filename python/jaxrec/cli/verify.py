@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable
+from typing import Any
 
 from jaxrec._io.records import open_reader
 from jaxrec.cli._common import (
@@ -74,11 +75,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Checks every file (in parallel) and reports the bad records; returns the exit status."""
-    files = input_files(args.files)
+    files = input_files(args.files, args.storage_options)
     parse = None
     if args.spec and not args.no_parse:
         parse = parse_function(*load_spec(args.spec))
-    results = map_files(args, lambda p, adv: _verify_file(p, adv, parse), files, "verifying")
+    so = args.storage_options
+    results = map_files(
+        args, lambda p, n, adv: _verify_file(p, n, adv, parse, so), files, "verifying"
+    )
     bad = sum(r["bad_records"] for r in results)
     total = sum(r["records"] for r in results)
     if args.json:
@@ -122,12 +126,14 @@ def _framing_errors(skips: list[dict]) -> list[dict]:
     ]
 
 
-def _verify_file(path: str, advance: Callable, parse: Callable | None) -> dict:
+def _verify_file(
+    path: str, size: int, advance: Callable, parse: Callable | None, storage_options: Any
+) -> dict:
     errors: list[dict] = []
     records = bad = 0
-    reader = open_reader(path, verify=True, skip_errors=True)
+    reader = open_reader(path, verify=True, skip_errors=True, storage_options=storage_options)
     try:
-        for chunk in iter_chunks(reader, path, advance, max_records=4096):
+        for chunk in iter_chunks(reader, size, advance, max_records=4096):
             records += len(chunk)
             if parse is None:
                 continue
