@@ -634,10 +634,10 @@ class RandomAccessReader:
         return chunk[0]
 
 
-def file_fingerprint(path: str) -> tuple[int, int, int]:
+def file_fingerprint(path: str, storage_options: StorageOptions = None) -> tuple[int, int, int]:
     """``(size, head_crc, tail_crc)`` of a file: whether it is still the same file.
 
     The CRCs are masked CRC32C of its first and last 64 KiB, as an index records them.
     """
-    size, _mtime, head, tail = _fingerprint(path)
+    size, _mtime, head, tail = _fingerprint(path, storage_options)
     return size, head, tail

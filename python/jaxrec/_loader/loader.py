@@ -263,7 +263,7 @@ class Loader:
             state = json.loads(state)
         for file, (size, head, tail) in (state.get("fingerprints") or {}).items():
             path = self.paths[int(file)]
-            now = file_fingerprint(path)
+            now = file_fingerprint(path, self._reader_options["storage_options"])
             if now != (size, head, tail):
                 what = f"{size} bytes then, {now[0]} now" if now[0] != size else "same size"
                 raise FileChangedError(
@@ -283,7 +283,9 @@ class Loader:
         out = {}
         for f in sorted({int(self.spans.file[s]) for s in mine.span}):
             if f not in self._fingerprint_cache:
-                self._fingerprint_cache[f] = list(file_fingerprint(self.paths[f]))
+                self._fingerprint_cache[f] = list(
+                    file_fingerprint(self.paths[f], self._reader_options["storage_options"])
+                )
             out[str(f)] = self._fingerprint_cache[f]
         return out
 
