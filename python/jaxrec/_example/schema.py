@@ -373,7 +373,9 @@ def is_example(record: bytes, msg: Any) -> bool:
     return not record or msg.HasField("context") or msg.HasField("feature_lists")
 
 
-def _sample(paths: list[str], limit: int | None, done: list[bool]) -> Iterator[Any]:
+def _sample(
+    paths: list[str], limit: int | None, done: list[bool], max_record_bytes: int | None = None
+) -> Iterator[Any]:
     """Yields chunks of records spread over the files (up to ``limit`` in all), CRCs checked.
 
     At the end, ``done[0]`` says whether every record of every file was read.
@@ -381,7 +383,7 @@ def _sample(paths: list[str], limit: int | None, done: list[bool]) -> Iterator[A
     per_file = None if not limit else max(1, -(-limit // max(1, len(paths))))
     complete = True
     for path in paths:
-        reader = open_reader(path, verify=True)
+        reader = open_reader(path, verify=True, max_record_bytes=max_record_bytes)
         taken = 0
         while per_file is None or taken < per_file:
             want = (1 << 62) if per_file is None else per_file - taken
@@ -396,7 +398,9 @@ def _sample(paths: list[str], limit: int | None, done: list[bool]) -> Iterator[A
     done[0] = complete
 
 
-def infer_schema(paths: str | Iterable[str], limit: int | None = 10_000) -> Schema:
+def infer_schema(
+    paths: str | Iterable[str], limit: int | None = 10_000, *, max_record_bytes: int | None = None
+) -> Schema:
     """Scans records and describes their features.
 
     Every record scanned has its CRCs checked. A record that is not an Example or
@@ -408,6 +412,7 @@ def infer_schema(paths: str | Iterable[str], limit: int | None = 10_000) -> Sche
         paths: TFRecord files or globs.
         limit: scan at most this many records, spread evenly over the files (the first
             ``limit / len(files)`` of each); ``None`` or 0 scans everything.
+        max_record_bytes: the largest record accepted (default 1 GiB).
 
     Returns:
         A :class:`Schema`; ``schema.spec_code()`` gives spec code to paste.
@@ -423,7 +428,7 @@ def infer_schema(paths: str | Iterable[str], limit: int | None = 10_000) -> Sche
     schema = Schema(files=files)
     probe = RecordProbe()
     done = [False]
-    for chunk in _sample(files, limit, done):
+    for chunk in _sample(files, limit, done, max_record_bytes):
         records = chunk.to_list()
         msgs: list[Any] = []
         for record in records:

@@ -169,8 +169,12 @@ class TFRecordIndex:
         return start, end
 
     @classmethod
-    def build(cls, path: str | os.PathLike) -> TFRecordIndex:
+    def build(
+        cls, path: str | os.PathLike, *, max_record_bytes: int | None = None
+    ) -> TFRecordIndex:
         """Frames the whole file once (length CRCs checked, data CRCs not) and indexes it.
+
+        ``max_record_bytes`` is the largest record accepted (default 1 GiB).
 
         Raises:
             CorruptRecordError: a record header is broken (the file cannot be framed).
@@ -180,7 +184,7 @@ class TFRecordIndex:
         path = os.fspath(path)
         fingerprint = _fingerprint(path)
         # The native reader frames local files and fsspec URLs alike (open_reader picks).
-        reader = open_reader(path, verify=False)
+        reader = open_reader(path, verify=False, max_record_bytes=max_record_bytes)
         parts, end = [], 0
         while (chunk := reader.read_chunk(1 << 62, _BLOCK)) is not None:
             parts.append(chunk.file_offsets)

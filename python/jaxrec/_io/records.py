@@ -28,24 +28,61 @@ def open_reader(
     skip_errors: bool = False,
     start_offset: int = 0,
     start_index: int = 0,
+    end_offset: int | None = None,
+    sync: bool = False,
+    max_record_bytes: int | None = None,
 ) -> _native.RecordReader:
     """Opens one file for chunked reading: a local path natively, a URL through fsspec.
 
     For a URL the native reader pulls large blocks from fsspec's file object (one Python call
     per block, not per record); framing, CRCs, decompression and parsing stay native.
+
+    Args:
+        path: a local path or an fsspec URL.
+        compression: ``"auto"``, ``None``/``""``, ``"GZIP"`` or ``"ZLIB"``.
+        verify: check each record's data CRC (the length CRC is always checked).
+        skip_errors: skip and count bad records instead of raising.
+        start_offset: where reading starts: a record boundary (an earlier chunk's
+            ``end_offset``, an index entry), or with ``sync=True`` any byte.
+        start_index: the index in the file of the first record read (with ``sync=True``, of
+            the record the scan finds).
+        end_offset: read only the records whose header starts before this offset (the last
+            one may extend past it); ``reader.next_offset`` then says where the next record
+            starts. None: to the end of the file.
+        sync: scan from ``start_offset`` for the first true record (a header whose length CRC
+            matches, whose payload fits in the file and whose data CRC matches) and start
+            there; no record starting before ``end_offset`` leaves the reader empty. Plain
+            (uncompressed) files only.
+        max_record_bytes: the largest record accepted; a header declaring more is a
+            :class:`~jaxrec.errors.CorruptRecordError` (or, skipping, ends the file, counted).
+            None: the default, 1 GiB.
+
+    Raises:
+        OSError: the file cannot be opened, or is not a regular file (a FIFO, a device, a
+            socket: ``errno.EINVAL``; a directory: :class:`IsADirectoryError`).
+        FeatureSpecError: ``sync=True`` on a compressed file.
     """
     if path.startswith("file://"):
         path = path[len("file://") :]
+    where = {"end_offset": end_offset, "sync": sync, "max_record_bytes": max_record_bytes}
     if not is_url(path):
         return _native.RecordReader(
-            path, compression, verify, skip_errors, start_offset, start_index
+            path, compression, verify, skip_errors, start_offset, start_index, **where
         )
     fs, inner = url_filesystem(path)
     size = fs.size(inner)
     # Blocks of 8 MiB: remote stores answer large ranged reads far better than small ones.
     f = fs.open(inner, "rb", block_size=8 << 20)
     return _native.RecordReader(
-        path, compression, verify, skip_errors, start_offset, start_index, file=f, size=size
+        path,
+        compression,
+        verify,
+        skip_errors,
+        start_offset,
+        start_index,
+        file=f,
+        size=size,
+        **where,
     )
 
 
@@ -68,6 +105,7 @@ def read_chunks(
     on_error: OnError = "raise",
     chunk_bytes: int = 4 << 20,
     max_records: int | None = None,
+    max_record_bytes: int | None = None,
 ) -> Iterator[_native.Chunk]:
     """Yields the records of each file as :class:`jaxrec._native.Chunk` objects.
 
@@ -82,19 +120,27 @@ def read_chunks(
             ``"GZIP"`` or ``"ZLIB"``.
         verify: check each record's data CRC (the length CRC is always checked).
         on_error: ``"raise"`` a :class:`~jaxrec.errors.CorruptRecordError`, or ``"skip"`` bad
-            records (a broken length skips the rest of that file).
+            records, counted in the reader's stats (damage that loses the framing — a broken
+            length, a record over ``max_record_bytes``, a cut or broken compressed stream —
+            ends that file).
         chunk_bytes: the size of the blocks files are read in (a larger record gets a block of
             its own).
         max_records: at most this many records per chunk (default: a whole block).
+        max_record_bytes: the largest record accepted (default 1 GiB): a header declaring more
+            is corrupt. Raise it for files that really hold larger records.
 
     Raises:
-        CorruptRecordError: a CRC mismatch or broken compressed stream (with ``"raise"``).
-        TruncatedRecordError: a file ends inside a record (with ``"raise"``).
-        OSError: a file cannot be opened.
+        CorruptRecordError: a CRC mismatch, a broken compressed stream, or a record longer
+            than ``max_record_bytes`` (with ``"raise"``).
+        TruncatedRecordError: a file ends inside a record, or a compressed stream ends without
+            its trailer (with ``"raise"``).
+        OSError: a file cannot be opened, or is not a regular file.
     """
     skip = skips_errors(on_error)
     for path in expand_paths(paths):
-        reader = open_reader(path, compression, verify=verify, skip_errors=skip)
+        reader = open_reader(
+            path, compression, verify=verify, skip_errors=skip, max_record_bytes=max_record_bytes
+        )
         while (chunk := reader.read_chunk(max_records or (1 << 62), chunk_bytes)) is not None:
             yield chunk
 
@@ -105,6 +151,7 @@ def read_records(
     *,
     verify: bool = True,
     on_error: OnError = "raise",
+    max_record_bytes: int | None = None,
 ) -> Iterator[bytes]:
     """Yields every record of the files, in order, as ``bytes``.
 
@@ -115,7 +162,10 @@ def read_records(
         >>> for record in jaxrec.read_records("train-*.tfrecord"):
         ...     example = jaxrec.Example.FromString(record)
     """
-    for chunk in read_chunks(paths, compression, verify=verify, on_error=on_error):
+    chunks = read_chunks(
+        paths, compression, verify=verify, on_error=on_error, max_record_bytes=max_record_bytes
+    )
+    for chunk in chunks:
         yield from chunk.to_list()
 
 

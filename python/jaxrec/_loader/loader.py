@@ -75,6 +75,8 @@ class Loader:
         block_length: records taken from each file in turn.
         compression: ``"auto"``, None, ``"GZIP"`` or ``"ZLIB"``.
         verify: check record CRCs.
+        max_record_bytes: the largest record accepted (default 1 GiB); a longer declared
+            length is a :class:`~jaxrec.errors.CorruptRecordError` (skipped with ``"skip"``).
         on_error: ``"raise"`` or ``"skip"`` (bad records skipped and counted in
             :meth:`stats`; parse errors always raise).
         process_index, process_count: this host's shard (default: JAX's).
@@ -115,6 +117,7 @@ class Loader:
         block_length: int = 16,
         compression: str | None = "auto",
         verify: bool = True,
+        max_record_bytes: int | None = None,
         on_error: str = "raise",
         process_index: int | None = None,
         process_count: int | None = None,
@@ -144,7 +147,12 @@ class Loader:
         self.chunk_bytes = chunk_bytes
         self.shard: HostShard = host_shard(process_index, process_count)
         self._skip_errors = skip
-        self._reader_options = {"compression": compression, "verify": verify, "skip_errors": skip}
+        self._reader_options = {
+            "compression": compression,
+            "verify": verify,
+            "skip_errors": skip,
+            "max_record_bytes": max_record_bytes,
+        }
         self.parser = ExampleParser(features, sequence_features)
         _check_static(self.parser.compiled_features, "features")
         _check_static(self.parser.compiled_sequence_features, "sequence_features")

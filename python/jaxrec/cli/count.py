@@ -50,7 +50,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     """Counts the records of every file (in parallel) and prints them; returns the exit status."""
     files = input_files(args.files)
-    results = map_files(args, _count_file, files, "counting")
+    results = map_files(
+        args, lambda p, adv: _count_file(p, adv, args.max_record_bytes), files, "counting"
+    )
     total = sum(r["records"] for r in results)
     ok = not any("error" in r for r in results)
     if args.json:
@@ -70,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_OK if ok else EXIT_BAD_DATA
 
 
-def _count_file(path: str, advance: Callable) -> dict:
+def _count_file(path: str, advance: Callable, max_record_bytes: int | None = None) -> dict:
     size = os.path.getsize(path)
     with contextlib.suppress(FileNotFoundError, StaleIndexError):
         index = TFRecordIndex.load(path)
@@ -85,7 +87,7 @@ def _count_file(path: str, advance: Callable) -> dict:
         }
     records = 0
     try:
-        reader = open_reader(path, verify=False)
+        reader = open_reader(path, verify=False, max_record_bytes=max_record_bytes)
         comp = reader.compression or "none"
         for chunk in iter_chunks(reader, path, advance):
             records += len(chunk)

@@ -91,7 +91,7 @@ def _index_file(path: str, advance: Callable, args: argparse.Namespace) -> dict:
             advance(os.path.getsize(path))
             return {"path": path, "index": target, "records": len(index), "status": "up to date"}
     try:
-        index = TFRecordIndex.build(path)
+        index = TFRecordIndex.build(path, max_record_bytes=args.max_record_bytes)
     except CorruptRecordError as e:
         advance(os.path.getsize(path))
         return {"path": path, "index": None, "records": None, "status": "error", "error": str(e)}

@@ -60,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
     """
     files = input_files(args.files)
     try:
-        schema = infer_schema(files, limit=args.limit)
+        schema = infer_schema(files, limit=args.limit, max_record_bytes=args.max_record_bytes)
     except CorruptRecordError as e:
         where = [f"record {e.record_index}"] if e.record_index is not None else []
         if e.byte_offset is not None:

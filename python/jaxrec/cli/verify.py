@@ -78,7 +78,8 @@ def run(args: argparse.Namespace) -> int:
     parse = None
     if args.spec and not args.no_parse:
         parse = parse_function(*load_spec(args.spec))
-    results = map_files(args, lambda p, adv: _verify_file(p, adv, parse), files, "verifying")
+    limit = args.max_record_bytes
+    results = map_files(args, lambda p, adv: _verify_file(p, adv, parse, limit), files, "verifying")
     bad = sum(r["bad_records"] for r in results)
     total = sum(r["records"] for r in results)
     if args.json:
@@ -122,10 +123,12 @@ def _framing_errors(skips: list[dict]) -> list[dict]:
     ]
 
 
-def _verify_file(path: str, advance: Callable, parse: Callable | None) -> dict:
+def _verify_file(
+    path: str, advance: Callable, parse: Callable | None, max_record_bytes: int | None = None
+) -> dict:
     errors: list[dict] = []
     records = bad = 0
-    reader = open_reader(path, verify=True, skip_errors=True)
+    reader = open_reader(path, verify=True, skip_errors=True, max_record_bytes=max_record_bytes)
     try:
         for chunk in iter_chunks(reader, path, advance, max_records=4096):
             records += len(chunk)
