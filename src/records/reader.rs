@@ -529,24 +529,32 @@ impl RecordReader {
         (self.corrupt_at(offset, detail), true)
     }
 
-    /// Reads the header at `p` of `buf` (the current block). The sound case is kept small
-    /// and inline (it runs once per record); everything else is [`RecordReader::odd_head`].
-    #[inline]
-    fn head(&mut self, buf: &[u8], p: usize) -> Result<Head> {
-        let offset = self.offset_of(p);
-        if offset < self.end_offset && buf.len() - p >= HEADER {
-            let len = le_u64(buf, p);
-            let sound = masked_crc32c(&buf[p..p + 8]) == le_u32(buf, p + 8)
-                && len <= self.opts.max_record_bytes
-                && self
-                    .known_len
-                    .is_none_or(|n| len + (HEADER + FOOTER) as u64 <= n.saturating_sub(offset));
-            if sound {
-                // `len` is at most `max_record_bytes`, itself kept well inside usize.
-                return Ok(Head::Record(len as usize));
-            }
+    /// The payload length in the header at `p` of `buf` (the current block) when that header
+    /// is whole, sound and starts in the range: the case of every record but the last, kept
+    /// small for the framing loop. Anything else is [`RecordReader::odd_head`]'s.
+    #[inline(always)]
+    fn sound_len(&self, buf: &[u8], p: usize) -> Option<usize> {
+        if buf.len() - p < HEADER || self.offset_of(p) >= self.end_offset {
+            return None;
         }
-        self.odd_head(buf, p)
+        let len = le_u64(buf, p);
+        let fits = match self.known_len {
+            Some(n) => len + (HEADER + FOOTER) as u64 <= n.saturating_sub(self.offset_of(p)),
+            None => true,
+        };
+        let sound = len <= self.opts.max_record_bytes
+            && fits
+            && masked_crc32c(&buf[p..p + 8]) == le_u32(buf, p + 8);
+        // `len` is at most `max_record_bytes`, itself kept well inside usize.
+        sound.then_some(len as usize)
+    }
+
+    /// Reads the header at `p` of `buf` (the current block).
+    fn head(&mut self, buf: &[u8], p: usize) -> Result<Head> {
+        match self.sound_len(buf, p) {
+            Some(len) => Ok(Head::Record(len)),
+            None => self.odd_head(buf, p),
+        }
     }
 
     /// A header that is not whole and sound: the range ends before it, it needs more bytes,
@@ -713,10 +721,13 @@ impl RecordReader {
             let buf = block.as_slice();
             let mut p = self.pos;
             let need = loop {
-                let len = match self.head(buf, p)? {
-                    Head::Record(len) => len,
-                    Head::Need(n) => break n,
-                    Head::Stop => return Ok(()),
+                let len = match self.sound_len(buf, p) {
+                    Some(len) => len,
+                    None => match self.odd_head(buf, p)? {
+                        Head::Record(len) => len,
+                        Head::Need(n) => break n,
+                        Head::Stop => return Ok(()),
+                    },
                 };
                 let total = HEADER + len + FOOTER;
                 let avail = buf.len() - p;
@@ -731,19 +742,9 @@ impl RecordReader {
                     let computed = masked_crc32c(&buf[start..end]);
                     if stored != computed {
                         self.pos = p;
-                        let err = self.corrupt_at(
-                            offset,
-                            format!(
-                                "data CRC mismatch: stored {stored:#010x}, computed \
-                                 {computed:#010x} over {len} bytes"
-                            ),
-                        );
-                        let (err, broken) = self.crc_error(offset, err, false);
-                        if broken {
-                            self.lose(err, (avail - total) as u64)?;
+                        if self.bad_data(offset, stored, computed, len, avail)? {
                             return Ok(());
                         }
-                        self.fail_or_skip(err, total as u64)?;
                         ok = false;
                     }
                 }
@@ -771,6 +772,34 @@ impl RecordReader {
                 return Ok(());
             }
         }
+    }
+
+    /// A record at `offset` whose data CRC does not match: skipped (false), or, when it is
+    /// where a compressed stream broke, the end of the reader (true); an error in raise mode.
+    #[cold]
+    fn bad_data(
+        &mut self,
+        offset: u64,
+        stored: u32,
+        computed: u32,
+        len: usize,
+        avail: usize,
+    ) -> Result<bool> {
+        let total = HEADER + len + FOOTER;
+        let err = self.corrupt_at(
+            offset,
+            format!(
+                "data CRC mismatch: stored {stored:#010x}, computed {computed:#010x} over {len} \
+                 bytes"
+            ),
+        );
+        let (err, broken) = self.crc_error(offset, err, false);
+        if broken {
+            self.lose(err, (avail - total) as u64)?;
+            return Ok(true);
+        }
+        self.fail_or_skip(err, total as u64)?;
+        Ok(false)
     }
 
     /// Passes up to `n` records (see [`RecordReader::skip`]), counting them in `passed`.
@@ -1015,9 +1044,12 @@ impl RecordReader {
 
 /// The first position `p` in `[from, to)` of `buf` (whose byte 0 is at stream offset `base`
 /// of a file of `file_len` bytes) holding a plausible header: a length of at most `max_len`
-/// whose record fits in the file, and a matching length CRC. Most positions fail the length
-/// test, which costs a compare; the CRC (hardware CRC32C where the CPU has it) runs on the
-/// rest, and runs of zero bytes are rejected by a constant.
+/// whose record fits in the file, and a matching length CRC. `to + HEADER - 1 <= buf.len()`.
+///
+/// Most positions are rejected eight at a time: a length that fits in a file of less than
+/// 2^56 bytes has a zero top byte (at `p + 7`), so only positions before a zero byte are
+/// looked at; inside a run of zero bytes, where no header can start (the length CRC of a zero
+/// length is not zero), the scan jumps to the run's end. The CRC runs on what is left.
 fn find_header(
     buf: &[u8],
     from: usize,
@@ -1026,25 +1058,80 @@ fn find_header(
     file_len: u64,
     max_len: u64,
 ) -> Option<usize> {
+    if file_len >> 56 != 0 {
+        return (from..to).find(|&p| plausible(buf, p, base, file_len, max_len));
+    }
     let mut p = from;
     while p < to {
-        let len = le_u64(buf, p);
-        if len <= max_len {
-            let room = file_len.saturating_sub(base + p as u64);
-            let stored = le_u32(buf, p + 8);
-            if len + (HEADER + FOOTER) as u64 <= room
-                && (if len == 0 {
-                    stored == ZERO_LEN_CRC
-                } else {
-                    masked_crc32c(&buf[p..p + 8]) == stored
-                })
-            {
-                return Some(p);
-            }
+        p = next_zero(buf, p + 7, to + 7)? - 7;
+        if le_u64(buf, p) == 0 && le_u32(buf, p + 8) == 0 {
+            // Twelve zero bytes: go to 11 bytes before the next non-zero one.
+            let q = next_nonzero(buf, p + HEADER, (to + HEADER - 1).min(buf.len()));
+            p = (q - (HEADER - 1)).max(p + 1);
+            continue;
+        }
+        if plausible(buf, p, base, file_len, max_len) {
+            return Some(p);
         }
         p += 1;
     }
     None
+}
+
+/// Whether the 12 bytes at `p` of `buf` are a header whose length is at most `max_len`, whose
+/// record fits in the file, and whose length CRC matches.
+#[inline]
+fn plausible(buf: &[u8], p: usize, base: u64, file_len: u64, max_len: u64) -> bool {
+    let len = le_u64(buf, p);
+    let room = file_len.saturating_sub(base + p as u64);
+    if len > max_len || len + (HEADER + FOOTER) as u64 > room {
+        return false;
+    }
+    let stored = le_u32(buf, p + 8);
+    if len == 0 {
+        stored == ZERO_LEN_CRC
+    } else {
+        masked_crc32c(&buf[p..p + 8]) == stored
+    }
+}
+
+const ONES: u64 = 0x0101_0101_0101_0101;
+const HIGHS: u64 = 0x8080_8080_8080_8080;
+
+/// The index of the first zero byte of `buf[from..end]`, eight bytes at a time.
+#[inline]
+fn next_zero(buf: &[u8], from: usize, end: usize) -> Option<usize> {
+    // The lowest set bit marks the first zero byte (borrows only corrupt higher bytes).
+    let zeros = |w: u64| w.wrapping_sub(ONES) & !w & HIGHS;
+    let mut i = from;
+    while i + 16 <= end {
+        if zeros(le_u64(buf, i)) | zeros(le_u64(buf, i + 8)) != 0 {
+            break;
+        }
+        i += 16;
+    }
+    while i + 8 <= end {
+        let z = zeros(le_u64(buf, i));
+        if z != 0 {
+            return Some(i + (z.trailing_zeros() / 8) as usize);
+        }
+        i += 8;
+    }
+    (i..end).find(|&j| buf[j] == 0)
+}
+
+/// The index of the first non-zero byte of `buf[from..end]`, or `end`.
+#[inline]
+fn next_nonzero(buf: &[u8], from: usize, end: usize) -> usize {
+    let mut i = from;
+    while i + 8 <= end {
+        let w = le_u64(buf, i);
+        if w != 0 {
+            return i + (w.trailing_zeros() / 8) as usize;
+        }
+        i += 8;
+    }
+    (i..end).find(|&j| buf[j] != 0).unwrap_or(end)
 }
 
 /// Reads and drops up to `n` bytes of `input`: how many came, and the error that stopped it
@@ -1070,9 +1157,16 @@ fn drain(input: &mut Input, n: u64) -> (u64, Option<io::Error>) {
 /// many arrived (fewer: the stream ended).
 fn fill(input: &mut Input, buf: &mut Vec<u8>, want: usize) -> io::Result<usize> {
     let before = buf.len();
-    // `read_to_end` reads into the reserved capacity without zeroing it first; `take` keeps it
-    // from growing the buffer past `want`. On an error the bytes read before it stay in `buf`.
-    input.take(want as u64).read_to_end(buf)?;
+    // `read_to_end` reads into the reserved capacity without zeroing it first (a plain file is
+    // read through its own reader for that: `Input` implements only `read`, and a `read` alone
+    // makes the standard library zero the buffer before each call); `take` keeps it from
+    // growing the buffer past `want`. On an error the bytes read before it stay in `buf`.
+    let want = want as u64;
+    match input {
+        Input::Plain(r) => Read::take(&mut **r, want).read_to_end(buf)?,
+        Input::Stream(r) => Read::take(&mut **r, want).read_to_end(buf)?,
+        decoded => decoded.take(want).read_to_end(buf)?,
+    };
     Ok(buf.len() - before)
 }
 

@@ -666,3 +666,43 @@ fn special_files_are_refused_without_blocking() {
     }
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+#[test]
+fn the_fast_header_scan_agrees_with_the_naive_one() {
+    // Random bytes, runs of zeros, and true headers sprinkled in, scanned from every start.
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    let mut rand = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    for round in 0..40 {
+        let n = 64 + (rand() % 700) as usize;
+        let mut buf: Vec<u8> = (0..n).map(|_| rand() as u8).collect();
+        for _ in 0..(rand() % 4) {
+            let at = (rand() as usize) % n;
+            let run = (rand() % 40) as usize;
+            for b in buf.iter_mut().skip(at).take(run) {
+                *b = 0;
+            }
+        }
+        for _ in 0..(rand() % 4) {
+            let at = (rand() as usize) % n.saturating_sub(12).max(1);
+            let len = rand() % 64 * (round % 2);
+            let h = header(len);
+            let end = (at + 12).min(n);
+            buf[at..end].copy_from_slice(&h[..end - at]);
+        }
+        let to = n - (HEADER - 1);
+        let file_len = n as u64 + rand() % 64;
+        for from in 0..to {
+            let naive = (from..to).find(|&p| plausible(&buf, p, 5, file_len, 100));
+            assert_eq!(
+                find_header(&buf, from, to, 5, file_len, 100),
+                naive,
+                "round {round}"
+            );
+        }
+    }
+}
