@@ -615,3 +615,23 @@ def test_a_corrupt_deflate_block_names_the_stream_and_the_offsets(tmp_path, kind
     kept, stats = read_skipping(p)
     assert kept[: len(got)] == got and stats["skipped_records"] >= 1
     assert stats["skips"][-1]["reason"].startswith("GZIP stream is corrupt")
+
+
+def test_an_index_beside_a_fifo_does_not_make_anyone_open_it(tmp_path):
+    # The index's staleness check fingerprints the data file: it must not open a FIFO either.
+    import subprocess
+    import sys
+
+    data = write(tmp_path, "d.tfrecord", frame(RECORDS))
+    jr.TFRecordIndex.build(data).save()
+    data.unlink()
+    os.mkfifo(data)
+    code = (
+        "import sys, jaxrec as jr\n"
+        "try:\n    jr.TFRecordIndex.load(sys.argv[1])\n"
+        "except OSError as e:\n    print('refused', e.strerror)\n"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", code, str(data)], capture_output=True, text=True, timeout=60
+    )
+    assert r.stdout.strip() == "refused not a regular file", r.stdout + r.stderr

@@ -37,7 +37,9 @@ package are installed.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
+import stat
 import struct
 import threading
 import warnings
@@ -90,6 +92,9 @@ def _fingerprint(path: str) -> tuple[int, int, int, int]:
         tail = fs.cat_file(p, start=max(0, size - _SAMPLE), end=size) if size else b""
     else:
         st = os.stat(path)
+        if not stat.S_ISREG(st.st_mode):  # opening a FIFO would block: refuse it unopened
+            code = errno.EISDIR if stat.S_ISDIR(st.st_mode) else errno.EINVAL
+            raise OSError(code, "not a regular file", path)
         size, mtime_ns = st.st_size, st.st_mtime_ns
         with open(path, "rb") as f:
             head = f.read(_SAMPLE)
