@@ -9,8 +9,8 @@ use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use jaxrec::dtype::OutDType;
 use jaxrec::parse::parse_examples;
 use jaxrec::parse::spec::{CompiledSpec, Defaults, FeatureConfig, Kind};
-use jaxrec::records::compress::Compression;
-use jaxrec::records::reader::{ReaderOptions, RecordReader};
+use jaxrec::records::compress::{Compression, Input, Source};
+use jaxrec::records::reader::{Range, ReaderOptions, RecordReader};
 use jaxrec::records::writer::write_record;
 use jaxrec::wire::write_varint;
 
@@ -40,7 +40,7 @@ fn bench_framing(c: &mut Criterion) {
                     let src = Box::new(Cursor::new(stream.clone()));
                     let opts = ReaderOptions {
                         verify,
-                        skip_errors: false,
+                        ..ReaderOptions::default()
                     };
                     let mut r =
                         RecordReader::from_reader(src, None, Some(len), Compression::None, opts);
@@ -52,6 +52,44 @@ fn bench_framing(c: &mut Criterion) {
                 })
             },
         );
+    }
+    group.finish();
+}
+
+/// Scanning for a sync point across one 16 MiB record (the worst case: the scan examines every
+/// byte of it), over payloads of random-looking bytes and of zeros (every position's length
+/// field then reads 0, the one value that always passes the length test).
+fn bench_sync(c: &mut Criterion) {
+    let mut group = c.benchmark_group("sync scan");
+    let random: Vec<u8> = (0..16usize << 20)
+        .map(|i| (i.wrapping_mul(2654435761) >> 13) as u8)
+        .collect();
+    let zeros = vec![0u8; 16 << 20];
+    for (name, payload) in [("random payload", random), ("zero payload", zeros)] {
+        let mut file = Vec::new();
+        write_record(&mut file, &payload).unwrap();
+        write_record(&mut file, b"next").unwrap();
+        // 'static, so each run wraps it without copying 16 MiB.
+        let file: &'static [u8] = Box::leak(file.into_boxed_slice());
+        group.throughput(Throughput::Bytes(payload.len() as u64));
+        group.bench_function(name, |b| {
+            b.iter(|| {
+                let source = Source {
+                    input: Input::Plain(Box::new(Cursor::new(file))),
+                    known_len: Some(file.len() as u64),
+                    compression: Compression::None,
+                };
+                let range = Range {
+                    start_offset: 1,
+                    sync: true,
+                    ..Range::default()
+                };
+                let r =
+                    RecordReader::from_source(source, "bench".into(), Default::default(), range)
+                        .unwrap();
+                black_box(r.next_offset())
+            })
+        });
     }
     group.finish();
 }
@@ -150,5 +188,5 @@ fn bench_parse(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, bench_framing, bench_parse);
+criterion_group!(benches, bench_framing, bench_sync, bench_parse);
 criterion_main!(benches);

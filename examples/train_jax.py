@@ -10,7 +10,8 @@
    host of several (a TPU pod slice, Slurm, `simulate_pod.py`) and does nothing alone. On a pod
    `--workdir` must be a directory every host sees; process 0 writes, the others read.
 1. Writes a sharded dataset (`train-0000i-of-00004.tfrecord.gz`): 16 float features and a label
-   that a small MLP can learn (sign of a fixed linear map, through a nonlinearity).
+   that a small MLP can learn (sign of a fixed linear map, through a nonlinearity), and a record
+   index beside each shard (`jaxrec index` does the same for existing data).
 2. Streams it with `jaxrec.Loader`: each host reads its share, shuffled, in fixed-shape batches
    placed on every device of the pod with a `NamedSharding` (the data axis of a global mesh).
 3. Trains for half the steps, saves `checkpoint.json` (parameters and the loader's `state()`,
@@ -77,6 +78,9 @@ def write_dataset(workdir: Path) -> str:
                     ]
                 )
             os.replace(tmp, path)
+            # A record index beside each shard (what `jaxrec index` writes): hosts start without
+            # counting, and a state saved on N hosts resumes on M (the deal needs the counts).
+            jr.TFRecordIndex.build(path).save()
     sync("dataset written")
     if not all(p.exists() for p in paths):
         raise SystemExit(

@@ -6,6 +6,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
 use crate::error::{Error, ErrorKind, Location, Skip};
+use crate::records::compress::NotRegularFile;
 
 pyo3::import_exception!(jaxrec.errors, CorruptRecordError);
 pyo3::import_exception!(jaxrec.errors, TruncatedRecordError);
@@ -54,7 +55,12 @@ impl From<Error> for PyErr {
                 "{err} (this is a bug in jaxrec; please report it)"
             )),
             Error::Io { path, source } => {
-                let errno = source.raw_os_error();
+                // A refused special file carries the errno it is raised with (EISDIR makes an
+                // IsADirectoryError), beside a message that says what it is.
+                let refused = source
+                    .get_ref()
+                    .and_then(|e| e.downcast_ref::<NotRegularFile>());
+                let errno = source.raw_os_error().or(refused.map(NotRegularFile::errno));
                 let msg = source.to_string();
                 match (errno, path) {
                     // OSError(errno, strerror, filename) picks the subclass (FileNotFoundError…).

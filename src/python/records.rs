@@ -14,7 +14,7 @@ use super::errors::skip_dict;
 use crate::error::{Error, Location};
 use crate::records::compress::{self, Compression};
 use crate::records::crc;
-use crate::records::reader::{self, ReaderOptions};
+use crate::records::reader::{self, Range, ReaderOptions};
 use crate::records::writer;
 
 /// Locks a reader's or writer's state. A poisoned lock (a panic while it was held) is a bug in
@@ -193,8 +193,16 @@ impl RecordReader {
     /// Opens `path`; with `file` (a binary file object, e.g. from `fsspec.open`) reads that
     /// instead, `path` then only naming it in errors and for compression inference, and `size`
     /// its length if known (so record lengths are checked before allocating).
+    ///
+    /// The reader covers records whose header starts in `[start_offset, end_offset)`: from a
+    /// record boundary, or with `sync=True` (plain files) from any byte, scanning for the first
+    /// true record (`start_index` is then that record's index). `max_record_bytes` bounds a
+    /// record's declared length (a longer one is corrupt); None is the default, 1 GiB.
     #[new]
-    #[pyo3(signature = (path, compression="auto", verify=true, skip_errors=false, start_offset=0, start_index=0, file=None, size=None))]
+    #[pyo3(signature = (
+        path, compression="auto", verify=true, skip_errors=false, start_offset=0, start_index=0,
+        file=None, size=None, *, end_offset=None, sync=false, max_record_bytes=None,
+    ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -206,28 +214,34 @@ impl RecordReader {
         start_index: u64,
         file: Option<Py<PyAny>>,
         size: Option<u64>,
+        end_offset: Option<u64>,
+        sync: bool,
+        max_record_bytes: Option<u64>,
     ) -> PyResult<Self> {
         let comp = parse_compression(compression)?;
         let opts = ReaderOptions {
             verify,
             skip_errors,
+            max_record_bytes: max_record_bytes.unwrap_or(reader::DEFAULT_MAX_RECORD_BYTES),
+        };
+        let range = Range {
+            start_offset,
+            start_index,
+            end_offset,
+            sync,
         };
         let display = path.display().to_string();
         let reader = py.detach(|| match file {
-            None => reader::RecordReader::open(&path, comp, opts, start_offset, start_index),
+            None => reader::RecordReader::open(&path, comp, opts, range),
             Some(obj) => {
-                let source = compress::open_stream(PyFile(obj), &path, comp, start_offset, size)
-                    .map_err(|e| Error::Io {
-                        path: Some(display.clone()),
-                        source: e,
+                let source =
+                    compress::open_stream(PyFile(obj), &path, comp, size).map_err(|e| {
+                        Error::Io {
+                            path: Some(display.clone()),
+                            source: e,
+                        }
                     })?;
-                reader::RecordReader::from_source(
-                    source,
-                    display.clone(),
-                    opts,
-                    start_offset,
-                    start_index,
-                )
+                reader::RecordReader::from_source(source, display.clone(), opts, range)
             }
         })?;
         Ok(RecordReader {
@@ -237,7 +251,7 @@ impl RecordReader {
     }
 
     /// Reads up to `max_records` records of the current block of about `block_bytes` of file
-    /// (a larger record gets a block of its own). Returns None at the end of the file.
+    /// (a larger record gets a block of its own). Returns None at the end of the file or range.
     #[pyo3(signature = (max_records=usize::MAX, block_bytes=4 << 20))]
     fn read_chunk(
         &self,
@@ -251,6 +265,27 @@ impl RecordReader {
             inner: c,
             path: Some(self.path.clone()),
         }))
+    }
+
+    /// Frames past up to `n` records without returning them; returns how many (fewer at the
+    /// end of the file or range). Length CRCs are checked, data CRCs are not (payloads are
+    /// seeked past in plain files, not read).
+    fn skip(&self, py: Python<'_>, n: u64) -> PyResult<u64> {
+        Ok(py.detach(|| lock(&self.inner, "reader")?.skip(n))?)
+    }
+
+    /// Offset of the next record's header: once the range is read, the first record at or
+    /// after `end_offset` (the file's length at its end). None when unknown: a synced range
+    /// that holds no record start, or after framing was lost to an error.
+    #[getter]
+    fn next_offset(&self) -> PyResult<Option<u64>> {
+        Ok(lock(&self.inner, "reader")?.next_offset())
+    }
+
+    /// Index in the file of the next record.
+    #[getter]
+    fn next_index(&self) -> PyResult<u64> {
+        Ok(lock(&self.inner, "reader")?.next_index())
     }
 
     /// The compression in effect: "", "GZIP" or "ZLIB".

@@ -5,7 +5,7 @@ use std::fs::File;
 use std::io::{self, BufWriter, Read, Seek, SeekFrom, Write};
 use std::path::Path;
 
-use flate2::read::{MultiGzDecoder, ZlibDecoder};
+use flate2::bufread;
 use flate2::write::{GzEncoder, ZlibEncoder};
 
 use super::crc::masked_crc32c;
@@ -88,33 +88,209 @@ impl Compression {
     }
 }
 
-/// An opened input: the decompressed byte stream and, for plain files, how many bytes it holds
-/// (so a record length can be checked against what exists before anything is allocated).
+/// A plain byte source that can also seek: a local file, or a Python file object.
+pub trait ReadSeek: Read + Seek + Send {}
+impl<T: Read + Seek + Send> ReadSeek for T {}
+
+/// The raw file under a decompressor, buffered so the decoder consumes exactly what it inflates
+/// (its position then says where in the compressed file a broken stream was found).
+type Compressed = io::BufReader<Box<dyn ReadSeek>>;
+
+/// The bytes a reader frames: a plain file it may seek in, a decompressed stream, or any other
+/// stream (tests, in-memory data).
+pub enum Input {
+    /// Plain framing, seekable (a skipped payload is seeked past, not read).
+    Plain(Box<dyn ReadSeek>),
+    /// A GZIP stream (one or more members), decompressed.
+    Gzip(Box<bufread::MultiGzDecoder<Compressed>>),
+    /// A ZLIB stream, decompressed.
+    Zlib(Box<bufread::ZlibDecoder<Compressed>>),
+    /// Any other byte stream; nothing can be seeked.
+    Stream(Box<dyn Read + Send>),
+}
+
+impl Input {
+    /// An input with nothing in it (also what a reader holds once its file is closed).
+    pub fn empty() -> Self {
+        Input::Stream(Box::new(io::empty()))
+    }
+
+    /// Moves a plain input to byte `pos`; false for a stream that cannot seek.
+    pub fn seek_to(&mut self, pos: u64) -> io::Result<bool> {
+        match self {
+            Input::Plain(f) => f.seek(SeekFrom::Start(pos)).map(|_| true),
+            _ => Ok(false),
+        }
+    }
+
+    /// How far into the compressed file the decompressor has read: where a broken GZIP/ZLIB
+    /// stream was found (at or just before this byte). None for uncompressed input.
+    pub fn compressed_position(&mut self) -> Option<u64> {
+        let buffered = match self {
+            Input::Gzip(d) => d.get_mut(),
+            Input::Zlib(d) => d.get_mut(),
+            _ => return None,
+        };
+        buffered.stream_position().ok()
+    }
+}
+
+/// The most decompressed bytes asked of a decoder at once. A decoder that meets corrupt data
+/// fails the whole call, dropping what it decoded in it: small calls keep that loss (good
+/// records just before the damage) to this many bytes, at no measurable cost.
+const DECODE_STEP: usize = 64 << 10;
+
+impl Read for Input {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let step = buf.len().min(DECODE_STEP);
+        match self {
+            Input::Plain(r) => r.read(buf),
+            Input::Gzip(r) => r.read(&mut buf[..step]),
+            Input::Zlib(r) => r.read(&mut buf[..step]),
+            Input::Stream(r) => r.read(buf),
+        }
+    }
+}
+
+/// An opened input: the (decompressed) byte stream and, for plain files, how many bytes it
+/// holds (so a record length can be checked against what exists before anything is allocated).
 pub struct Source {
     /// The (decompressed) stream.
-    pub reader: Box<dyn Read + Send>,
+    pub input: Input,
     /// Total stream length in bytes when known (plain files).
     pub known_len: Option<u64>,
     /// The compression in effect (resolved from `auto`).
     pub compression: Compression,
 }
 
+/// Why a path was refused before reading: it is not a regular file. A FIFO or a character
+/// device would block (a FIFO until a writer opens it, forever for a reader alone) or never
+/// end (`/dev/zero`), and neither can seek; a directory or a socket holds no records.
+#[derive(Debug)]
+pub struct NotRegularFile {
+    /// What it is instead ("a FIFO (named pipe)", "a directory", …).
+    pub what: &'static str,
+}
+
+impl NotRegularFile {
+    /// The errno Python's `OSError` gets: `EISDIR` for a directory (so it is an
+    /// `IsADirectoryError`), else `EINVAL`.
+    pub fn errno(&self) -> i32 {
+        #[cfg(unix)]
+        {
+            if self.what == DIRECTORY {
+                libc::EISDIR
+            } else {
+                libc::EINVAL
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            if self.what == DIRECTORY {
+                21
+            } else {
+                22
+            }
+        }
+    }
+}
+
+const DIRECTORY: &str = "a directory";
+
+impl std::fmt::Display for NotRegularFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "not a regular file: it is {}; TFRecord files must be regular files",
+            self.what
+        )
+    }
+}
+
+impl std::error::Error for NotRegularFile {}
+
+fn not_regular(file_type: std::fs::FileType) -> io::Error {
+    #[cfg(unix)]
+    use std::os::unix::fs::FileTypeExt;
+    let what = if file_type.is_dir() {
+        DIRECTORY
+    } else {
+        #[cfg(unix)]
+        {
+            if file_type.is_fifo() {
+                "a FIFO (named pipe)"
+            } else if file_type.is_char_device() {
+                "a character device"
+            } else if file_type.is_block_device() {
+                "a block device"
+            } else if file_type.is_socket() {
+                "a socket"
+            } else {
+                "not a file"
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            "not a file"
+        }
+    };
+    let kind = if what == DIRECTORY {
+        io::ErrorKind::IsADirectory
+    } else {
+        io::ErrorKind::InvalidInput
+    };
+    io::Error::new(kind, NotRegularFile { what })
+}
+
+/// Opens a regular file for reading and returns it with its length, refusing anything else
+/// without blocking: the file is opened `O_NONBLOCK` (so opening a FIFO with no writer returns at
+/// once instead of waiting, uninterruptibly, for one), its type is checked with `fstat` on the
+/// opened descriptor (no window between a `stat` and the `open` for the path to change), and
+/// `O_NONBLOCK` is then cleared (it has no effect on regular files, but reads stay plain).
+pub fn open_file(path: &Path) -> io::Result<(File, u64)> {
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.custom_flags(libc::O_NONBLOCK);
+    }
+    let file = options.open(path)?;
+    let meta = file.metadata()?;
+    if !meta.file_type().is_file() {
+        return Err(not_regular(meta.file_type()));
+    }
+    #[cfg(unix)]
+    {
+        use std::os::fd::AsRawFd;
+        let fd = file.as_raw_fd();
+        // SAFETY: fcntl on a descriptor this function owns (`file` is alive), with the
+        // documented F_GETFL/F_SETFL arguments; no memory is passed.
+        let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+        if flags < 0 || unsafe { libc::fcntl(fd, libc::F_SETFL, flags & !libc::O_NONBLOCK) } < 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok((file, meta.len()))
+}
+
 /// Opens `path` for reading, resolving `compression = None` ("auto") from the name and bytes.
-/// A plain file starts at `start` (a seek); a compressed stream always starts at 0, since only
-/// decompressing from the beginning reaches a position in it.
-pub fn open(path: &Path, compression: Option<Compression>, start: u64) -> io::Result<Source> {
-    let file = File::open(path)?;
-    let len = file.metadata()?.len();
-    open_stream(file, path, compression, start, Some(len))
+/// The stream starts at byte 0 (the reader moves it: a seek in a plain file; a compressed stream
+/// can only be decompressed from its beginning). Only regular files are opened ([`open_file`]).
+pub fn open(path: &Path, compression: Option<Compression>) -> io::Result<Source> {
+    let (file, len) = open_file(path)?;
+    open_stream(file, path, compression, Some(len))
 }
 
 /// [`open`] for any seekable byte stream (a Python file object from fsspec, say) named `name`
 /// (the name is only used to infer the compression) holding `len` bytes if known.
+///
+/// A compressed file of 0 bytes holds no records, like an empty plain file (TensorFlow reads
+/// it the same way), rather than a stream cut before its header.
 pub fn open_stream<S: Read + Seek + Send + 'static>(
     mut file: S,
     name: &Path,
     compression: Option<Compression>,
-    start: u64,
     len: Option<u64>,
 ) -> io::Result<Source> {
     let compression = match compression {
@@ -130,24 +306,21 @@ pub fn open_stream<S: Read + Seek + Send + 'static>(
         Compression::None => len,
         _ => None,
     };
+    let file: Box<dyn ReadSeek> = Box::new(file);
     // The decoders read through a buffer of their own; plain files are read in large blocks
     // straight into the reader's block buffer, so they need none.
-    let reader: Box<dyn Read + Send> = match compression {
-        Compression::None => {
-            file.seek(SeekFrom::Start(start))?;
-            Box::new(file)
-        }
-        Compression::Gzip => Box::new(MultiGzDecoder::new(io::BufReader::with_capacity(
-            1 << 20,
-            file,
+    let input = match compression {
+        _ if compression != Compression::None && len == Some(0) => Input::empty(),
+        Compression::None => Input::Plain(file),
+        Compression::Gzip => Input::Gzip(Box::new(bufread::MultiGzDecoder::new(
+            io::BufReader::with_capacity(1 << 20, file),
         ))),
-        Compression::Zlib => Box::new(ZlibDecoder::new(io::BufReader::with_capacity(
-            1 << 20,
-            file,
+        Compression::Zlib => Input::Zlib(Box::new(bufread::ZlibDecoder::new(
+            io::BufReader::with_capacity(1 << 20, file),
         ))),
     };
     Ok(Source {
-        reader,
+        input,
         known_len,
         compression,
     })

@@ -374,7 +374,11 @@ def is_example(record: bytes, msg: Any) -> bool:
 
 
 def _sample(
-    paths: list[str], limit: int | None, done: list[bool], storage_options: Any = None
+    paths: list[str],
+    limit: int | None,
+    done: list[bool],
+    storage_options: Any = None,
+    max_record_bytes: int | None = None,
 ) -> Iterator[Any]:
     """Yields chunks of records spread over the files (up to ``limit`` in all), CRCs checked.
 
@@ -383,7 +387,9 @@ def _sample(
     per_file = None if not limit else max(1, -(-limit // max(1, len(paths))))
     complete = True
     for path in paths:
-        reader = open_reader(path, verify=True, storage_options=storage_options)
+        reader = open_reader(
+            path, verify=True, storage_options=storage_options, max_record_bytes=max_record_bytes
+        )
         taken = 0
         while per_file is None or taken < per_file:
             want = (1 << 62) if per_file is None else per_file - taken
@@ -403,6 +409,7 @@ def infer_schema(
     limit: int | None = 10_000,
     *,
     storage_options: Mapping[str, Any] | None = None,
+    max_record_bytes: int | None = None,
 ) -> Schema:
     """Scans records and describes their features.
 
@@ -417,6 +424,7 @@ def infer_schema(
             ``limit / len(files)`` of each); ``None`` or 0 scans everything.
         storage_options: for fsspec URLs, the filesystem's keyword arguments (see
             :func:`jaxrec.read_records`).
+        max_record_bytes: the largest record accepted (default 1 GiB).
 
     Returns:
         A :class:`Schema`; ``schema.spec_code()`` gives spec code to paste.
@@ -432,7 +440,7 @@ def infer_schema(
     schema = Schema(files=files)
     probe = RecordProbe()
     done = [False]
-    for chunk in _sample(files, limit, done, storage_options):
+    for chunk in _sample(files, limit, done, storage_options, max_record_bytes):
         records = chunk.to_list()
         msgs: list[Any] = []
         for record in records:

@@ -39,7 +39,9 @@ beside them or in any ``index_dir``, local or remote.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
+import stat
 import struct
 import threading
 import warnings
@@ -100,6 +102,9 @@ def _fingerprint(path: str, storage_options: StorageOptions = None) -> tuple[int
             tail = fs.cat_file(p, start=max(0, size - _SAMPLE), end=size) if size else b""
     else:
         st = os.stat(path)
+        if not stat.S_ISREG(st.st_mode):  # opening a FIFO would block: refuse it unopened
+            code = errno.EISDIR if stat.S_ISDIR(st.st_mode) else errno.EINVAL
+            raise OSError(code, "not a regular file", path)
         size, mtime_ns = st.st_size, st.st_mtime_ns
         with open(path, "rb") as f:
             head = f.read(_SAMPLE)
@@ -188,12 +193,17 @@ class TFRecordIndex:
 
     @classmethod
     def build(
-        cls, path: str | os.PathLike, *, storage_options: StorageOptions = None
+        cls,
+        path: str | os.PathLike,
+        *,
+        storage_options: StorageOptions = None,
+        max_record_bytes: int | None = None,
     ) -> TFRecordIndex:
         """Frames the whole file once (length CRCs checked, data CRCs not) and indexes it.
 
         Args:
             path: the TFRecord file, a local path or an fsspec URL.
+            max_record_bytes: the largest record accepted (default 1 GiB).
             storage_options: for a URL, the fsspec filesystem's keyword arguments, e.g.
                 ``{"token": ..., "project": ...}`` (gcsfs) or ``{"key": ..., "secret": ...,
                 "client_kwargs": {"endpoint_url": ...}}`` (s3fs); kept for :meth:`save`.
@@ -208,7 +218,9 @@ class TFRecordIndex:
         path = os.fspath(path)
         fingerprint = _fingerprint(path, storage_options)
         # The native reader frames local files and fsspec URLs alike (open_reader picks).
-        reader = open_reader(path, verify=False, storage_options=storage_options)
+        reader = open_reader(
+            path, verify=False, storage_options=storage_options, max_record_bytes=max_record_bytes
+        )
         parts, end = [], 0
         while (chunk := reader.read_chunk(1 << 62, _BLOCK)) is not None:
             parts.append(chunk.file_offsets)

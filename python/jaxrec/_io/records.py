@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Literal
+from typing import Any, Literal
 
 from jaxrec import _native
 from jaxrec._io.paths import PathLike, StorageOptions, expand_paths, is_url, url_filesystem
@@ -30,25 +30,51 @@ def open_reader(
     start_offset: int = 0,
     start_index: int = 0,
     end_offset: int | None = None,
+    sync: bool = False,
+    max_record_bytes: int | None = None,
     storage_options: StorageOptions = None,
 ) -> _native.RecordReader | RemoteRecordReader:
     """Opens one file for chunked reading: a local path natively, a URL through fsspec.
 
     For a URL the native reader pulls blocks from a :class:`~jaxrec._io.remote.ReadAheadFile`
     (several ranged requests in flight, one Python call per block, not per record); framing,
-    CRCs, decompression and parsing stay native. ``end_offset``, where the caller expects to
-    stop reading (an uncompressed file's span end), keeps read-ahead from fetching past it;
-    reading on past it still works.
+    CRCs, decompression and parsing stay native.
+
+    Args:
+        path: a local path or an fsspec URL.
+        compression: ``"auto"``, ``None``/``""``, ``"GZIP"`` or ``"ZLIB"``.
+        verify: check each record's data CRC (the length CRC is always checked).
+        skip_errors: skip and count bad records instead of raising.
+        start_offset: where reading starts: a record boundary (an earlier chunk's
+            ``end_offset``, an index entry), or with ``sync=True`` any byte.
+        start_index: the index in the file of the first record read (with ``sync=True``, of
+            the record the scan finds).
+        end_offset: read only the records whose header starts before this offset (the last
+            one may extend past it); ``reader.next_offset`` then says where the next record
+            starts. None: to the end of the file. For a URL it also keeps read-ahead from
+            fetching past it.
+        sync: scan from ``start_offset`` for the first true record (a header whose length CRC
+            matches, whose payload fits in the file and whose data CRC matches) and start
+            there; no record starting before ``end_offset`` leaves the reader empty. Plain
+            (uncompressed) files only.
+        max_record_bytes: the largest record accepted; a header declaring more is a
+            :class:`~jaxrec.errors.CorruptRecordError` (or, skipping, ends the file, counted).
+            None: the default, 1 GiB.
+        storage_options: for fsspec URLs, the filesystem's keyword arguments.
 
     Raises:
+        OSError: the file cannot be opened, or is not a regular file (a FIFO, a device, a
+            socket: ``errno.EINVAL``; a directory: :class:`IsADirectoryError`).
         FileNotFoundError, PermissionError, ConnectionError, IsADirectoryError: see
-            :mod:`jaxrec._io.remote` (for a URL; a local path raises the OS's errors).
+            :mod:`jaxrec._io.remote` (for a URL).
+        FeatureSpecError: ``sync=True`` on a compressed file.
     """
     if path.startswith("file://"):
         path = path[len("file://") :]
+    where = {"end_offset": end_offset, "sync": sync, "max_record_bytes": max_record_bytes}
     if not is_url(path):
         return _native.RecordReader(
-            path, compression, verify, skip_errors, start_offset, start_index
+            path, compression, verify, skip_errors, start_offset, start_index, **where
         )
     fs, inner = url_filesystem(path, storage_options)
     size = check_file(fs, inner, path).get("size")
@@ -56,7 +82,7 @@ def open_reader(
         with remote_errors(path):
             f = fs.open(inner, "rb", block_size=8 << 20)
         return _native.RecordReader(
-            path, compression, verify, skip_errors, start_offset, start_index, file=f
+            path, compression, verify, skip_errors, start_offset, start_index, file=f, **where
         )
     return RemoteRecordReader(
         ReadAheadFile(fs, inner, path, int(size), stop=end_offset),
@@ -66,6 +92,7 @@ def open_reader(
         skip_errors,
         start_offset,
         start_index,
+        where,
     )
 
 
@@ -87,6 +114,7 @@ class RemoteRecordReader:
         skip_errors: bool,
         start_offset: int,
         start_index: int,
+        where: dict[str, Any] | None = None,
     ) -> None:
         self.file = file
         try:
@@ -99,6 +127,7 @@ class RemoteRecordReader:
                 start_index,
                 file=file,
                 size=file.size,
+                **(where or {}),
             )
         except Exception:
             self._raise_file_error()
@@ -127,8 +156,26 @@ class RemoteRecordReader:
         return self._reader.compression
 
     def stats(self) -> dict[str, object]:
-        """Counters: records, bytes, skipped_records, skipped_bytes, errors."""
+        """Counters: records, bytes, skipped_records, skipped_bytes, errors, skips."""
         return self._reader.stats()
+
+    def skip(self, n: int) -> int:
+        """As ``jaxrec._native.RecordReader.skip``."""
+        try:
+            return self._reader.skip(n)
+        except Exception:
+            self._raise_file_error()
+            raise
+
+    @property
+    def next_offset(self) -> int | None:
+        """As ``jaxrec._native.RecordReader.next_offset``."""
+        return self._reader.next_offset
+
+    @property
+    def next_index(self) -> int:
+        """As ``jaxrec._native.RecordReader.next_index``."""
+        return self._reader.next_index
 
 
 def skips_errors(on_error: str) -> bool:
@@ -150,6 +197,7 @@ def read_chunks(
     on_error: OnError = "raise",
     chunk_bytes: int = 4 << 20,
     max_records: int | None = None,
+    max_record_bytes: int | None = None,
     storage_options: StorageOptions = None,
 ) -> Iterator[_native.Chunk]:
     """Yields the records of each file as :class:`jaxrec._native.Chunk` objects.
@@ -165,10 +213,14 @@ def read_chunks(
             ``"GZIP"`` or ``"ZLIB"``.
         verify: check each record's data CRC (the length CRC is always checked).
         on_error: ``"raise"`` a :class:`~jaxrec.errors.CorruptRecordError`, or ``"skip"`` bad
-            records (a broken length skips the rest of that file).
+            records, counted in the reader's stats (damage that loses the framing -- a broken
+            length, a record over ``max_record_bytes``, a cut or broken compressed stream --
+            ends that file).
         chunk_bytes: the size of the blocks files are read in (a larger record gets a block of
             its own).
         max_records: at most this many records per chunk (default: a whole block).
+        max_record_bytes: the largest record accepted (default 1 GiB): a header declaring more
+            is corrupt. Raise it for files that really hold larger records.
         storage_options: for fsspec URLs, the keyword arguments of the filesystem
             (``fsspec.core.url_to_fs(url, **storage_options)``): credentials, endpoint,
             timeouts. For example ``{"token": "key.json", "project": "my-project"}`` (gcsfs),
@@ -176,18 +228,25 @@ def read_chunks(
             "https://minio:9000"}}`` (s3fs).
 
     Raises:
-        CorruptRecordError: a CRC mismatch or broken compressed stream (with ``"raise"``).
-        TruncatedRecordError: a file ends inside a record (with ``"raise"``).
+        CorruptRecordError: a CRC mismatch, a broken compressed stream, or a record longer
+            than ``max_record_bytes`` (with ``"raise"``).
+        TruncatedRecordError: a file ends inside a record, or a compressed stream ends without
+            its trailer (with ``"raise"``).
         FileNotFoundError: a file (or a URL's object or bucket) does not exist.
         IsADirectoryError: a path is a directory, or a URL an object-store prefix.
         PermissionError: the storage refused (HTTP 401/403, S3 AccessDenied, no credentials).
         ConnectionError: the storage could not be reached (refused, DNS, timeout, dropped).
-        OSError: a file cannot be opened.
+        OSError: a file cannot be opened, or is not a regular file.
     """
     skip = skips_errors(on_error)
     for path in expand_paths(paths, storage_options):
         reader = open_reader(
-            path, compression, verify=verify, skip_errors=skip, storage_options=storage_options
+            path,
+            compression,
+            verify=verify,
+            skip_errors=skip,
+            max_record_bytes=max_record_bytes,
+            storage_options=storage_options,
         )
         while (chunk := reader.read_chunk(max_records or (1 << 62), chunk_bytes)) is not None:
             yield chunk
@@ -199,6 +258,7 @@ def read_records(
     *,
     verify: bool = True,
     on_error: OnError = "raise",
+    max_record_bytes: int | None = None,
     storage_options: StorageOptions = None,
 ) -> Iterator[bytes]:
     """Yields every record of the files, in order, as ``bytes``.
@@ -213,7 +273,12 @@ def read_records(
         >>> n = sum(1 for _ in jaxrec.read_records("s3://bucket/train-*", storage_options=s3))
     """
     chunks = read_chunks(
-        paths, compression, verify=verify, on_error=on_error, storage_options=storage_options
+        paths,
+        compression,
+        verify=verify,
+        on_error=on_error,
+        max_record_bytes=max_record_bytes,
+        storage_options=storage_options,
     )
     for chunk in chunks:
         yield from chunk.to_list()

@@ -80,6 +80,8 @@ class Loader:
         block_length: records taken from each piece in turn.
         compression: ``"auto"``, None, ``"GZIP"`` or ``"ZLIB"``.
         verify: check record CRCs.
+        max_record_bytes: the largest record accepted (default 1 GiB); a longer declared
+            length is a :class:`~jaxrec.errors.CorruptRecordError` (skipped with ``"skip"``).
         on_error: ``"raise"`` or ``"skip"`` (bad records skipped and counted in
             :meth:`stats`; parse errors always raise).
         process_index, process_count: this host's shard (default: JAX's, without
@@ -134,6 +136,7 @@ class Loader:
         block_length: int = 16,
         compression: str | None = "auto",
         verify: bool = True,
+        max_record_bytes: int | None = None,
         on_error: str = "raise",
         process_index: int | None = None,
         process_count: int | None = None,
@@ -169,6 +172,7 @@ class Loader:
             "compression": compression,
             "verify": verify,
             "skip_errors": skip,
+            "max_record_bytes": max_record_bytes,
             "storage_options": storage_options,
         }
         self.parser = ExampleParser(features, sequence_features)

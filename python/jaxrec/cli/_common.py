@@ -16,7 +16,9 @@ import contextlib
 import importlib
 import json
 import os
+import re
 import runpy
+import stat
 import sys
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -37,6 +39,7 @@ __all__ = [
     "add_command",
     "add_common",
     "add_files",
+    "byte_size",
     "add_storage_options",
     "console",
     "default_workers",
@@ -122,12 +125,38 @@ def add_storage_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def byte_size(text: str) -> int:
+    """An argparse ``type`` for sizes in bytes: ``1073741824``, ``64M``, ``2GiB``, ``1.5G``.
+
+    Suffixes K, M, G, T (with or without ``iB``/``B``) are powers of 1024.
+
+    Raises:
+        argparse.ArgumentTypeError: not a size, or below 1.
+    """
+    units = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+    m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([KMGT]?)(?:I?B)?\s*", text.upper())
+    if m is None:
+        raise argparse.ArgumentTypeError(f"expected a size such as 1073741824, 64M or 2GiB: {text}")
+    value = int(float(m.group(1)) * units[m.group(2)])
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1 byte, got {text}")
+    return value
+
+
 def add_files(parser: argparse.ArgumentParser) -> None:
-    """Adds the ``FILE ...`` arguments (TFRecord files, globs or URLs) and ``--storage-options``."""
+    """Adds ``FILE ...`` (files, globs or URLs), ``--storage-options``, ``--max-record-bytes``."""
     parser.add_argument(
         "files", nargs="+", metavar="FILE", help="TFRecord files, globs or URLs (s3://b/train-*)"
     )
     add_storage_options(parser)
+    parser.add_argument(
+        "--max-record-bytes",
+        type=byte_size,
+        default=None,
+        metavar="SIZE",
+        help="the largest record accepted (default 1GiB; e.g. 4GiB): a record header declaring "
+        "more is reported as corrupt",
+    )
 
 
 def add_common(parser: argparse.ArgumentParser, *, parallel: bool = True) -> None:
@@ -166,6 +195,29 @@ def _url_files(pattern: str, options: Mapping[str, Any] | None) -> list[str]:
     return matched
 
 
+def _refuse_special(path: str) -> None:
+    """Refuses a path that exists but is neither a regular file nor a folder.
+
+    Reading a FIFO, a device or a socket would block or never end; ``stat`` does not open the
+    path, so this check cannot block either.
+    """
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return  # gone: opening it reports that
+    if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+        kinds = [
+            (stat.S_ISFIFO, "a FIFO (named pipe)"),
+            (stat.S_ISCHR, "a character device"),
+            (stat.S_ISBLK, "a block device"),
+            (stat.S_ISSOCK, "a socket"),
+        ]
+        kind = next((k for test, k in kinds if test(mode)), "a special file")
+        raise UsageError(
+            f"{path} is not a regular file: it is {kind}; TFRecord files must be regular files"
+        )
+
+
 def input_files(
     patterns: Sequence[str], storage_options: Mapping[str, Any] | None = None
 ) -> list[str]:
@@ -179,8 +231,8 @@ def input_files(
         The files, in the order given (each glob's matches sorted).
 
     Raises:
-        UsageError: a folder (or an object-store prefix) was given, or nothing but
-            index/manifest files matched.
+        UsageError: a folder (or an object-store prefix) was given, a path is not a regular
+            file (a FIFO, a device, a socket), or nothing but index/manifest files matched.
         FileNotFoundError: a path that is not a glob does not exist.
         PermissionError, ConnectionError: a URL's storage refused or could not be reached.
     """
@@ -195,6 +247,8 @@ def input_files(
         matched = expand_paths(pattern)
         if matched == [pattern] and not os.path.exists(pattern):
             raise FileNotFoundError(f"no such file: {pattern}")
+        for m in matched:
+            _refuse_special(m)
         out.extend(m for m in matched if os.path.isfile(m) and not _is_sidecar(m))
     if not out:
         raise UsageError("no TFRecord files given (index and manifest files are skipped)")

@@ -74,7 +74,12 @@ def run(args: argparse.Namespace) -> int:
         spec, seq = load_spec(args.spec)
         spec_from = args.spec
     else:
-        spec, seq = infer_schema(files, limit=1000, storage_options=args.storage_options).spec()
+        spec, seq = infer_schema(
+            files,
+            limit=1000,
+            storage_options=args.storage_options,
+            max_record_bytes=args.max_record_bytes,
+        ).spec()
         spec_from = "inferred from 1,000 records (pass --spec FILE for yours)"
     parse = parse_function(spec, seq)
     disk = sum(file_sizes(files, args.storage_options))
@@ -82,6 +87,7 @@ def run(args: argparse.Namespace) -> int:
         "features": spec,
         "sequence_features": seq,
         "verify": not args.no_verify,
+        "max_record_bytes": args.max_record_bytes,
         "record_counts": None,
         "storage_options": args.storage_options,
     }
@@ -176,7 +182,12 @@ def _bench_chunks(files: list[str], parse: Callable, args: argparse.Namespace) -
     totals = {"records": 0, "payload_bytes": 0, "read_s": 0.0, "parse_s": 0.0}
 
     def work(path: str) -> None:
-        reader = open_reader(path, verify=not args.no_verify, storage_options=args.storage_options)
+        reader = open_reader(
+            path,
+            verify=not args.no_verify,
+            storage_options=args.storage_options,
+            max_record_bytes=args.max_record_bytes,
+        )
         records = payload = 0
         read_s = parse_s = 0.0
         while True:

@@ -51,7 +51,10 @@ def run(args: argparse.Namespace) -> int:
     """Counts the records of every file (in parallel) and prints them; returns the exit status."""
     files = input_files(args.files, args.storage_options)
     so = args.storage_options
-    results = map_files(args, lambda p, n, adv: _count_file(p, n, adv, so), files, "counting")
+    limit = args.max_record_bytes
+    results = map_files(
+        args, lambda p, n, adv: _count_file(p, n, adv, so, limit), files, "counting"
+    )
     total = sum(r["records"] for r in results)
     ok = not any("error" in r for r in results)
     if args.json:
@@ -71,7 +74,13 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_OK if ok else EXIT_BAD_DATA
 
 
-def _count_file(path: str, size: int, advance: Callable, storage_options: Any) -> dict:
+def _count_file(
+    path: str,
+    size: int,
+    advance: Callable,
+    storage_options: Any,
+    max_record_bytes: int | None = None,
+) -> dict:
     with contextlib.suppress(FileNotFoundError, StaleIndexError):
         index = TFRecordIndex.load(path, storage_options=storage_options)
         advance(size)
@@ -85,7 +94,9 @@ def _count_file(path: str, size: int, advance: Callable, storage_options: Any) -
         }
     records = 0
     try:
-        reader = open_reader(path, verify=False, storage_options=storage_options)
+        reader = open_reader(
+            path, verify=False, storage_options=storage_options, max_record_bytes=max_record_bytes
+        )
         comp = reader.compression or "none"
         for chunk in iter_chunks(reader, size, advance):
             records += len(chunk)

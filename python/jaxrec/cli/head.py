@@ -57,7 +57,12 @@ def run(args: argparse.Namespace) -> int:
     files = input_files(args.files, args.storage_options)
     position, shown = 0, 0  # records seen across the files, records printed
     for path in files:
-        reader = open_reader(path, verify=not args.no_verify, storage_options=args.storage_options)
+        reader = open_reader(
+            path,
+            verify=not args.no_verify,
+            storage_options=args.storage_options,
+            max_record_bytes=args.max_record_bytes,
+        )
         while shown < args.n:
             chunk = reader.read_chunk(max(1, args.skip + args.n - position), 4 << 20)
             if chunk is None:

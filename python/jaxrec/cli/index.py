@@ -102,7 +102,9 @@ def _index_file(path: str, size: int, advance: Callable, args: argparse.Namespac
             advance(size)
             return {"path": path, "index": target, "records": len(index), "status": "up to date"}
     try:
-        index = TFRecordIndex.build(path, storage_options=so)
+        index = TFRecordIndex.build(
+            path, storage_options=so, max_record_bytes=args.max_record_bytes
+        )
     except CorruptRecordError as e:
         advance(size)
         return {"path": path, "index": None, "records": None, "status": "error", "error": str(e)}

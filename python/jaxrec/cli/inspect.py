@@ -60,7 +60,12 @@ def run(args: argparse.Namespace) -> int:
     """
     files = input_files(args.files, args.storage_options)
     try:
-        schema = infer_schema(files, limit=args.limit, storage_options=args.storage_options)
+        schema = infer_schema(
+            files,
+            limit=args.limit,
+            storage_options=args.storage_options,
+            max_record_bytes=args.max_record_bytes,
+        )
     except CorruptRecordError as e:
         where = [f"record {e.record_index}"] if e.record_index is not None else []
         if e.byte_offset is not None:

@@ -79,9 +79,9 @@ def run(args: argparse.Namespace) -> int:
     parse = None
     if args.spec and not args.no_parse:
         parse = parse_function(*load_spec(args.spec))
-    so = args.storage_options
+    so, limit = args.storage_options, args.max_record_bytes
     results = map_files(
-        args, lambda p, n, adv: _verify_file(p, n, adv, parse, so), files, "verifying"
+        args, lambda p, n, adv: _verify_file(p, n, adv, parse, so, limit), files, "verifying"
     )
     bad = sum(r["bad_records"] for r in results)
     total = sum(r["records"] for r in results)
@@ -127,11 +127,22 @@ def _framing_errors(skips: list[dict]) -> list[dict]:
 
 
 def _verify_file(
-    path: str, size: int, advance: Callable, parse: Callable | None, storage_options: Any
+    path: str,
+    size: int,
+    advance: Callable,
+    parse: Callable | None,
+    storage_options: Any,
+    max_record_bytes: int | None = None,
 ) -> dict:
     errors: list[dict] = []
     records = bad = 0
-    reader = open_reader(path, verify=True, skip_errors=True, storage_options=storage_options)
+    reader = open_reader(
+        path,
+        verify=True,
+        skip_errors=True,
+        storage_options=storage_options,
+        max_record_bytes=max_record_bytes,
+    )
     try:
         for chunk in iter_chunks(reader, size, advance, max_records=4096):
             records += len(chunk)
