@@ -92,8 +92,13 @@ class PieceReader:
         offset, index = int(spans.start[span]), base
         if hint is not None and base <= hint[1] <= self.first:
             offset, index = hint
-        self.next_index = index
-        self.reader = open_reader(self.path, start_offset=offset, start_index=index)
+        # The records before the piece's first are framed past, not read: neither their CRCs
+        # nor their damage are this piece's (another host may own them).
+        self._skip = self.first - index
+        self.next_index = self.first
+        self.reader = open_reader(
+            self.path, start_offset=offset, start_index=index, end_offset=spans.end_of(span)
+        )
         self._read_ahead()
 
     def _read_ahead(self) -> None:
@@ -103,10 +108,13 @@ class PieceReader:
         if self.reader is None or limit <= 0 or done:
             self.ahead = None
             return
-        self.ahead = self.pool.submit(self._read, self.reader, limit)
+        skip, self._skip = self._skip, 0
+        self.ahead = self.pool.submit(self._read, self.reader, skip, limit)
 
-    def _read(self, reader: _native.RecordReader, limit: int) -> _native.Chunk | None:
+    def _read(self, reader: _native.RecordReader, skip: int, limit: int) -> _native.Chunk | None:
         with self.stats.timed("read_seconds"):
+            if skip and reader.skip(skip) < skip:
+                return None  # the file ends before the piece starts: _short() says so
             return reader.read_chunk(limit, self.chunk_bytes)
 
     def queued(self) -> int:

@@ -59,6 +59,13 @@ class SpanTable:
         """Whether every span's record count is known."""
         return bool((self.count >= 0).all())
 
+    def end_of(self, span: int) -> int | None:
+        """Where span ``span`` ends: the next span's start in the same file, or None (EOF)."""
+        nxt = span + 1
+        if nxt < len(self.file) and self.file[nxt] == self.file[span]:
+            return int(self.start[nxt])
+        return None
+
     def sizes(self, file_sizes: Sequence[int]) -> np.ndarray:
         """Bytes of each span: up to the next span of its file, or to the file's end."""
         ends = np.asarray(file_sizes, np.int64)[self.file]
