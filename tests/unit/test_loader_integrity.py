@@ -145,11 +145,6 @@ def test_skipped_bytes_are_the_bad_records_bytes(tmp_path):
     assert len(s["errors"]) == 1 and "record 7" in s["errors"][0]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a host's reader counts the bad records it passes on its way "
-    "to its first record; needs the native reader's skip() (in progress)",
-)
 def test_stats_count_only_this_hosts_records(tmp_path):
     path = write(tmp_path / "a.tfrecord", range(90))
     chunk = next(jr.read_chunks(path))
