@@ -266,3 +266,33 @@ def test_endless_runs_resume_on_the_same_host_only(tmp_path):
             process_index=0,
             process_count=2,
         )
+
+
+def test_large_unindexed_files_are_cut_into_synced_spans(tmp_path):
+    (path,) = write(tmp_path, [3000])
+    loader = jr.Loader(path, SPEC, 8, span_bytes=4096)
+    index = jr.TFRecordIndex.build(path)
+    spans = loader.spans
+    assert len(spans) > 5 and spans.total == 3000
+    # Every span starts on a true record, and its first index is that record's.
+    offsets = index.offsets.astype(np.int64)
+    assert (offsets[spans.first_index] == spans.start).all()
+    assert spans.count.sum() == len(index)
+
+
+def test_a_payload_holding_a_tfrecord_file_cannot_fool_the_count(tmp_path):
+    inner = tmp_path / "inner.tfrecord"
+    with jr.TFRecordWriter(inner) as w:  # small valid records: perfect sync decoys
+        w.write_many([b"x" * 40] * 200)
+    decoy = inner.read_bytes()
+    path = tmp_path / "outer.tfrecord"
+    with jr.TFRecordWriter(path) as w:
+        w.write_many(
+            [jr.encode_example({"id": i, "blob": decoy if i % 3 == 0 else b""}) for i in range(60)]
+        )
+    spec = {"id": jr.FixedLenFeature([], np.int64)}
+    for span_bytes in (1000, 3333, 7000):
+        loader = jr.Loader(str(path), spec, 8, span_bytes=span_bytes)
+        assert loader.spans.total == 60
+        ids = sorted(i for b in loader for i in ids_of(b))
+        assert ids == list(range(60))

@@ -1,30 +1,42 @@
 """Record counts, which the deal needs before the first batch, taken as cheaply as possible.
 
-Fresh record indexes (``jaxrec index``) cost one small read per file and give spans smaller than
-files; ``record_counts=`` costs nothing. The files left are counted by framing them (length CRCs
-only): on a pod joined by ``jax.distributed`` each host counts only every ``H``-th of them and
-one collective shares the counts (:mod:`jaxrec._loader.collective`); otherwise this host counts
-them all.
+Fresh record indexes (``jaxrec index``) cost one small read per file and give spans smaller
+than files; ``record_counts=`` costs nothing. The files left are counted by framing them
+(length CRCs only), in *units*: a compressed or small file whole, a large uncompressed file as
+byte ranges of ``span_bytes``, each entered with the reader's sync (the first true record
+header at or after the range's start) and read to the first record past its end. On a pod
+joined by JAX each host counts only every ``H``-th unit, and one collective shares the results
+(:mod:`jaxrec._loader.collective`), so no host reads more than its share to plan.
+
+The ranges of one file are counted independently, so they are checked against each other: each
+range's chain of records must end exactly where the next range's sync found its first record.
+A file whose ranges disagree (a payload that holds a TFRecord file of its own can fool a sync)
+is counted again from its start, as a whole.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
-import functools
+import re
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from jaxrec._io.index import TFRecordIndex
+from jaxrec._io.paths import file_size
 from jaxrec._io.records import open_reader
 from jaxrec._loader.collective import allgather_max, joined_hosts
 from jaxrec._loader.spans import SpanTable, build_table
-from jaxrec.errors import JaxrecError
+from jaxrec.errors import CorruptRecordError, JaxrecError
 
 __all__ = ["count_records", "span_table"]
 
 _BLOCK = 8 << 20
+_COMPRESSED_NAME = re.compile(r"\.(gz|gzip|zlib|z)$", re.IGNORECASE)
+# What a counted unit reports: first record's offset, records, next record's offset, flag.
+_FIELDS = 4
+_SYNC_REFUSED = 1  # no byte ranges: the file is compressed, or a synced chain broke
 
 
 def count_records(path: str, reader_options: dict[str, Any]) -> int:
@@ -36,11 +48,126 @@ def count_records(path: str, reader_options: dict[str, Any]) -> int:
     return n
 
 
+def _count_range(path: str, start: int, end: int | None, opts: dict[str, Any]) -> list[int]:
+    """``[first offset, records, next offset, flag]`` of the records starting in a range."""
+    try:
+        reader = open_reader(
+            path, **{**opts, "verify": False}, start_offset=start, end_offset=end, sync=start > 0
+        )
+    except JaxrecError:  # sync refused: a compressed stream in a file named as plain
+        if start == 0:
+            raise
+        return [-1, -1, -1, _SYNC_REFUSED]
+    if start == 0 and reader.compression:
+        return [-1, -1, -1, _SYNC_REFUSED] if end is not None else [0, _count_all(reader), -1, 0]
+    first, n = -1, 0
+    try:
+        while (chunk := reader.read_chunk(1 << 62, _BLOCK)) is not None:
+            if first < 0 and len(chunk):
+                first = int(chunk.file_offsets[0])
+            n += len(chunk)
+    except CorruptRecordError:
+        if start == 0:
+            raise
+        # A chain entered by sync broke: the sync may have landed inside a payload (a record
+        # holding TFRecord bytes), or the file is damaged; counting it whole tells which.
+        return [-1, -1, -1, _SYNC_REFUSED]
+    nxt = reader.next_offset
+    return [first, n, -1 if nxt is None else int(nxt), 0]
+
+
+def _count_all(reader: Any) -> int:
+    n = 0
+    while (chunk := reader.read_chunk(1 << 62, _BLOCK)) is not None:
+        n += len(chunk)
+    return n
+
+
 def _fresh_index(path: str, storage_options: Any = None) -> TFRecordIndex | None:
     try:
         return TFRecordIndex.load(path, storage_options=storage_options)
     except (OSError, JaxrecError):  # no index, a stale one, or one we cannot read
         return None
+
+
+class _Counter:
+    """Counts units on this host's threads and shares the results over the pod."""
+
+    def __init__(self, paths, opts, num_threads: int, host: int, hosts: int) -> None:
+        self.paths, self.opts, self.threads = paths, opts, num_threads
+        self.host, self.hosts = host, hosts
+        self.joined = hosts > 1 and joined_hosts() == (host, hosts)
+
+    def map(self, fn, items: Sequence[Any]) -> list[Any]:
+        with concurrent.futures.ThreadPoolExecutor(self.threads) as pool:
+            return list(pool.map(fn, items))
+
+    def count(self, units: Sequence[tuple[int, int, int | None]]) -> np.ndarray:
+        """``[len(units), 4]`` results of every unit ``(file, start, end)``."""
+        out = np.full((len(units), _FIELDS), -1, np.int64)
+        mine = list(range(self.host, len(units), self.hosts)) if self.joined else range(len(units))
+        results = self.map(
+            lambda u: _count_range(self.paths[units[u][0]], units[u][1], units[u][2], self.opts),
+            list(mine),
+        )
+        for u, r in zip(mine, results, strict=True):
+            out[u] = r
+        if self.joined:
+            merged = allgather_max(out.reshape(-1), self.host, self.hosts)
+            assert merged is not None
+            out = merged.reshape(len(units), _FIELDS)
+        return out
+
+
+def _units(paths, files, sizes, span_bytes: int, compression: Any) -> list[tuple[int, int, Any]]:
+    """The units to count: whole files, or byte ranges of large plain files."""
+    units = []
+    for f, size in zip(files, sizes, strict=True):
+        plain = compression in (None, "") or (
+            compression == "auto" and not _COMPRESSED_NAME.search(paths[f])
+        )
+        if not plain or size <= span_bytes:
+            units.append((f, 0, None))
+            continue
+        cuts = list(range(0, size, span_bytes))
+        units += [(f, a, b if b < size else None) for a, b in zip(cuts, cuts[1:] + [size])]
+    return units
+
+
+def _assemble(units, results) -> tuple[dict[int, tuple[Any, Any, Any]], list[int]]:
+    """Each file's spans from its units' results, and the files whose ranges disagree."""
+    by_file: dict[int, list[np.ndarray]] = {}
+    for (f, _a, _b), r in zip(units, results, strict=True):
+        by_file.setdefault(f, []).append(r)
+    spans, redo = {}, []
+    for f, rs in by_file.items():
+        if len(rs) == 1:
+            first, n, _nxt, flag = rs[0]
+            if flag == _SYNC_REFUSED:
+                redo.append(f)
+                continue
+            spans[f] = ([max(first, 0)], [0], [n])
+            continue
+        ok, expect, starts, counts = True, 0, [], []
+        for first, n, nxt, flag in rs:
+            if flag == _SYNC_REFUSED:
+                ok = False
+                break
+            if n == 0:
+                continue  # no record starts in this range (a large record spans it)
+            if first != expect:
+                ok = False  # the previous range's chain does not land on this range's sync
+                break
+            starts.append(first)
+            counts.append(n)
+            expect = nxt
+        if not ok:
+            redo.append(f)
+            continue
+        counts_a = np.asarray(counts or [0], np.int64)
+        starts_a = np.asarray(starts or [0], np.int64)
+        spans[f] = (starts_a, np.r_[0, np.cumsum(counts_a)[:-1]], counts_a)
+    return spans, redo
 
 
 def span_table(
@@ -59,32 +186,29 @@ def span_table(
     With ``count=False`` files neither indexed nor counted get one span of unknown count
     (-1): nothing is read.
     """
+    opts = dict(reader_options)
+    counter = _Counter(paths, opts, num_threads, host, hosts)
 
-    def count_files(files: list[int]) -> dict[int, int]:
+    def count_files(files: list[int]) -> dict[int, tuple[Any, Any, Any]]:
         if not files:
             return {}
         if not count:
-            return dict.fromkeys(files, -1)
-        joined = hosts > 1 and joined_hosts() == (host, hosts)
-        mine = files[host::hosts] if joined else files
-        with concurrent.futures.ThreadPoolExecutor(num_threads) as pool:
-            counted = list(pool.map(lambda f: count_records(paths[f], reader_options), mine))
-        if not joined:
-            return dict(zip(mine, counted, strict=True))
-        local = np.full(len(files), -1, np.int64)
-        at = {f: i for i, f in enumerate(files)}
-        for f, c in zip(mine, counted, strict=True):
-            local[at[f]] = c
-        merged = allgather_max(local, host, hosts)
-        assert merged is not None
-        return {f: int(merged[i]) for i, f in enumerate(files)}
+            return {f: ([0], [0], [-1]) for f in files}
+        sizes = counter.map(lambda f: file_size(paths[f], opts.get("storage_options")), files)
+        units = _units(paths, files, sizes, span_bytes, opts.get("compression", "auto"))
+        spans, redo = _assemble(units, counter.count(units))
+        if redo:  # whole files this time, from their starts
+            whole = [(f, 0, None) for f in redo]
+            again, _ = _assemble(whole, counter.count(whole))
+            spans.update(again)
+        return spans
 
     return build_table(
         paths,
         span_bytes=span_bytes,
         given_counts=given_counts,
-        load_index=functools.partial(
-            _fresh_index, storage_options=reader_options.get("storage_options")
+        load_indexes=lambda ps: counter.map(
+            lambda p: _fresh_index(p, opts.get("storage_options")), ps
         ),
         count_files=count_files,
     )

@@ -127,8 +127,8 @@ def build_table(
     *,
     span_bytes: int,
     given_counts: Sequence[int] | None,
-    load_index: Callable[[str], TFRecordIndex | None],
-    count_files: Callable[[list[int]], dict[int, int]],
+    load_indexes: Callable[[Sequence[str]], list[TFRecordIndex | None]],
+    count_files: Callable[[list[int]], dict[int, tuple[Any, Any, Any]]],
 ) -> SpanTable:
     """The span table of ``paths``.
 
@@ -136,8 +136,9 @@ def build_table(
         paths: the files.
         span_bytes: target span size for indexed files.
         given_counts: the record count of every file (``record_counts=``), or None.
-        load_index: a fresh index of a file, or None.
-        count_files: counts the files (by number) that neither gave; returns ``{file: count}``.
+        load_indexes: a fresh index of each file, or None for a file without one.
+        count_files: counts the files (by number) that neither gave; returns
+            ``{file: (start[], first_index[], count[])}`` of each file's spans.
 
     Raises:
         JaxrecError: ``given_counts`` has the wrong length.
@@ -150,14 +151,12 @@ def build_table(
             raise JaxrecError(f"record_counts must be >= 0, got {counts}")
         parts = [(f, np.zeros(1), np.zeros(1), np.asarray([c])) for f, c in enumerate(counts)]
         return SpanTable.concat(paths, parts)
-    per_file: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+    per_file: dict[int, tuple[Any, Any, Any]] = {}
     unindexed = []
-    for f, path in enumerate(paths):
-        index = load_index(path)
+    for f, index in enumerate(load_indexes(paths)):
         if index is None:
             unindexed.append(f)
         else:
             per_file[f] = spans_of_index(index, span_bytes)
-    for f, c in count_files(unindexed).items():
-        per_file[f] = (np.zeros(1), np.zeros(1), np.asarray([c]))
+    per_file.update(count_files(unindexed))
     return SpanTable.concat(paths, [(f, *per_file[f]) for f in range(len(paths))])
