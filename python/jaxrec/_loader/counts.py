@@ -130,7 +130,8 @@ def _units(paths, files, sizes, span_bytes: int, compression: Any) -> list[tuple
             units.append((f, 0, None))
             continue
         cuts = list(range(0, size, span_bytes))
-        units += [(f, a, b if b < size else None) for a, b in zip(cuts, cuts[1:] + [size])]
+        ends = cuts[1:] + [size]
+        units += [(f, a, b if b < size else None) for a, b in zip(cuts, ends, strict=True)]
     return units
 
 
