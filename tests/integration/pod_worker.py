@@ -1,0 +1,58 @@
+"""One host of a pod for the pod-scale tests: `simulate_pod.py -- python pod_worker.py CONFIG`.
+
+CONFIG is a JSON file: files, batch_size, shuffle, num_epochs, drop_remainder, span_bytes,
+stop_after (batches; None: to the end), state (a saved state to resume, or None), out (a folder).
+Writes out/host-<i>.json: the ids yielded per epoch, batches per epoch, bytes read, records
+planned for this host, and the state after the last batch.
+"""
+
+import json
+import sys
+
+import jax
+
+jax.distributed.initialize()
+
+import numpy as np  # noqa: E402
+from jax.sharding import Mesh, NamedSharding, PartitionSpec  # noqa: E402
+
+import jaxrec as jr  # noqa: E402
+
+config = json.loads(open(sys.argv[1]).read())
+mesh = Mesh(np.array(jax.devices()), ("data",))
+loader = jr.Loader(
+    config["files"],
+    {"id": jr.FixedLenFeature([], np.int64)},
+    batch_size=config["batch_size"],
+    shuffle=config["shuffle"],
+    seed=7,
+    shuffle_buffer=config.get("shuffle_buffer", 64),
+    num_epochs=config["num_epochs"],
+    drop_remainder=config.get("drop_remainder", False),
+    span_bytes=config.get("span_bytes", 1 << 24),
+    sharding=NamedSharding(mesh, PartitionSpec("data")),
+    state=config.get("state"),
+)
+ids: dict[int, list[int]] = {}
+batches: dict[int, int] = {}
+for n, batch in enumerate(loader):
+    info = loader.last_info
+    local = {s.index[0].start: np.asarray(s.data) for s in batch["id"].addressable_shards}
+    mask = {s.index[0].start: np.asarray(s.data) for s in batch["mask"].addressable_shards}
+    for k in sorted(local):
+        ids.setdefault(info.epoch, []).extend(local[k][mask[k]].tolist())
+    batches[info.epoch] = batches.get(info.epoch, 0) + 1
+    if config.get("stop_after") is not None and n + 1 >= config["stop_after"]:
+        break
+state = loader.state()
+loader.close()
+result = {
+    "ids": {str(k): v for k, v in ids.items()},
+    "batches": {str(k): v for k, v in batches.items()},
+    "bytes": loader.stats()["bytes"],
+    "host_records": loader.plan.host_records if loader.plan else None,
+    "state": state,
+}
+with open(f"{config['out']}/host-{jax.process_index()}.json", "w") as f:
+    json.dump(result, f)
+jax.distributed.shutdown()
