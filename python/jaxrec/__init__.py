@@ -34,6 +34,7 @@ from jaxrec._example.proto import SequenceExample as SequenceExample
 from jaxrec._example.schema import infer_schema as infer_schema
 from jaxrec._io.index import RandomAccessReader as RandomAccessReader
 from jaxrec._io.index import TFRecordIndex as TFRecordIndex
+from jaxrec._io.manifest import Manifest as Manifest
 from jaxrec._io.paths import expand_paths as expand_paths
 from jaxrec._io.records import TFRecordWriter as TFRecordWriter
 from jaxrec._io.records import read_chunks as read_chunks
@@ -100,6 +101,7 @@ __all__ = [
     "Int64List",
     "JaxrecError",
     "Loader",
+    "Manifest",
     "RandomAccessReader",
     "RawTensor",
     "SequenceExample",

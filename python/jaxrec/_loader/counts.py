@@ -181,10 +181,12 @@ def span_table(
     host: int,
     hosts: int,
     count: bool = True,
+    listed: dict[int, tuple[Any, Any, Any]] | None = None,
 ) -> SpanTable:
-    """The dataset's spans, from indexes, given counts, or counting (shared across hosts).
+    """The dataset's spans, from a manifest, indexes, given counts, or counting.
 
-    With ``count=False`` files neither indexed nor counted get one span of unknown count
+    ``listed`` are the spans a manifest gives (nothing read for those files). With
+    ``count=False`` files neither listed, indexed nor counted get one span of unknown count
     (-1): nothing is read.
     """
     opts = dict(reader_options)
@@ -212,4 +214,5 @@ def span_table(
             lambda p: _fresh_index(p, opts.get("storage_options")), ps
         ),
         count_files=count_files,
+        listed=listed,
     )

@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from jaxrec._io.index import file_fingerprint
+from jaxrec._io.manifest import Manifest
 from jaxrec._io.paths import PathLike, StorageOptions, expand_paths, file_size
 from jaxrec._io.records import open_reader, skips_errors
 from jaxrec._loader.batcher import Batcher
@@ -58,7 +59,8 @@ class Loader:
     the last loop stopped, and :meth:`state` / ``Loader(..., state=...)`` resume exactly.
 
     Args:
-        files: paths or glob patterns (globs sorted), the same list on every host.
+        files: paths or glob patterns (globs sorted), the same list on every host; None with a
+            ``manifest``: every file it lists.
         features: the Example spec, or the context spec with ``sequence_features``.
         batch_size: rows per batch on this host (the global batch is ``batch_size *
             process_count``).
@@ -96,6 +98,9 @@ class Loader:
             another batch size) the interrupted epoch continues with the records no host has
             yielded yet, each exactly once.
         span_bytes: the size of the spans an indexed file is cut into for dealing.
+        manifest: a dataset manifest (``jaxrec index --manifest``, :class:`jaxrec.Manifest`):
+            every file's record count and spans in one file, so no host reads anything else to
+            plan. ``files`` may be None to read every file it lists.
         storage_options: for fsspec URLs, the filesystem's keyword arguments
             (``fsspec.core.url_to_fs(url, **storage_options)``): credentials, endpoint,
             timeouts. E.g. ``{"token": "key.json", "project": "my-project"}`` (gcsfs), or
@@ -119,7 +124,7 @@ class Loader:
 
     def __init__(
         self,
-        files: PathLike | Iterable[PathLike],
+        files: PathLike | Iterable[PathLike] | None,
         features: Mapping[str, Any],
         batch_size: int,
         *,
@@ -145,11 +150,19 @@ class Loader:
         mask_key: str = "mask",
         state: Mapping[str, Any] | str | None = None,
         span_bytes: int = DEFAULT_SPAN_BYTES,
+        manifest: str | None = None,
         storage_options: StorageOptions = None,
     ) -> None:
         skip = skips_errors(on_error)
         if num_epochs is not None and num_epochs < 1:
             raise ValueError(f"num_epochs must be >= 1 or None, got {num_epochs}")
+        self.manifest = (
+            None if manifest is None else Manifest.load(manifest, storage_options=storage_options)
+        )
+        if files is None:
+            if self.manifest is None:
+                raise ShardingError("no files to read: give files, or a manifest that lists them")
+            files = self.manifest.paths
         self.paths = expand_paths(files, storage_options)
         if not self.paths:
             raise ShardingError("no files to read")
@@ -188,7 +201,12 @@ class Loader:
             given_counts=None if record_counts is None else list(record_counts),
             host=self.shard.index,
             hosts=self.shard.count,
+            listed=None if self.manifest is None else self.manifest.spans_for(self.paths),
         )
+        self._listed_sizes = {
+            self.paths[f]: size
+            for f, size in (self.manifest.sizes_for(self.paths) if self.manifest else {}).items()
+        }
         # Training forever needs no counts: spans are dealt by bytes (see _byte_deal).
         self.spans = table(count=num_epochs is not None)
         self._span_sizes: np.ndarray | None = None
@@ -306,7 +324,20 @@ class Loader:
         return shares, order
 
     def _open_reader(self, path: str, **position: int):
-        return open_reader(path, **self._reader_options, **position)
+        reader = open_reader(path, **self._reader_options, **position)
+        expected = self._listed_sizes.get(path)
+        if expected is not None:
+            # A manifest was not checked against the files before planning (that would read
+            # every file's metadata on every host): a changed file is caught here instead.
+            file = getattr(reader, "file", None)
+            size = file.size if file is not None else os.path.getsize(path)
+            if size != expected:
+                raise FileChangedError(
+                    f"the manifest lists {expected} bytes, the file holds {size}: it changed "
+                    "since the manifest was written (rebuild it: jaxrec index --manifest)",
+                    path=path,
+                )
+        return reader
 
     def _open_segment(self, position: LoaderPosition, pool) -> tuple[EpochStream, EpochPlan | None]:
         """The stream of this host's share of the segment ``position`` is in, and its plan.

@@ -129,6 +129,7 @@ def build_table(
     given_counts: Sequence[int] | None,
     load_indexes: Callable[[Sequence[str]], list[TFRecordIndex | None]],
     count_files: Callable[[list[int]], dict[int, tuple[Any, Any, Any]]],
+    listed: dict[int, tuple[Any, Any, Any]] | None = None,
 ) -> SpanTable:
     """The span table of ``paths``.
 
@@ -139,6 +140,8 @@ def build_table(
         load_indexes: a fresh index of each file, or None for a file without one.
         count_files: counts the files (by number) that neither gave; returns
             ``{file: (start[], first_index[], count[])}`` of each file's spans.
+        listed: the spans of files a manifest lists (``{file: (start[], first[], count[])}``):
+            neither indexed nor counted.
 
     Raises:
         JaxrecError: ``given_counts`` has the wrong length.
@@ -151,9 +154,10 @@ def build_table(
             raise JaxrecError(f"record_counts must be >= 0, got {counts}")
         parts = [(f, np.zeros(1), np.zeros(1), np.asarray([c])) for f, c in enumerate(counts)]
         return SpanTable.concat(paths, parts)
-    per_file: dict[int, tuple[Any, Any, Any]] = {}
+    per_file: dict[int, tuple[Any, Any, Any]] = dict(listed or {})
+    rest = [f for f in range(len(paths)) if f not in per_file]
     unindexed = []
-    for f, index in enumerate(load_indexes(paths)):
+    for f, index in zip(rest, load_indexes([paths[f] for f in rest]), strict=True):
         if index is None:
             unindexed.append(f)
         else:

@@ -3,7 +3,9 @@
 An index holds the offset of every record (the format is in :mod:`jaxrec._io.index`), so
 readers can jump to record *i* and count records without reading the file. Indexes that are up
 to date are kept unless ``--force``; a file whose framing breaks gets no index, and the exit
-status is 1. Files and ``--index-dir`` may be URLs (``s3://bucket/train-*``): the indexes of
+status is 1. ``--manifest PATH`` also writes a dataset manifest: every file's record count and
+spans in one file, from which a Loader plans without reading. Files and ``--index-dir`` may be
+URLs (``s3://bucket/train-*``): the indexes of
 remote files go beside them, or into a local or remote ``--index-dir``.
 """
 
@@ -15,6 +17,7 @@ import os
 from collections.abc import Callable
 
 from jaxrec._io.index import TFRecordIndex, index_path
+from jaxrec._io.manifest import DEFAULT_SPAN_BYTES, Manifest
 from jaxrec._io.paths import is_url, url_filesystem
 from jaxrec._io.remote import remote_errors
 from jaxrec.cli._common import (
@@ -24,6 +27,7 @@ from jaxrec.cli._common import (
     add_command,
     add_common,
     add_files,
+    byte_size,
     console,
     emit_json,
     input_files,
@@ -52,6 +56,19 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         help="write <DIR>/<file name>.idx instead of beside each file (a folder or a URL)",
     )
     p.add_argument("--force", action="store_true", help="rebuild indexes that look up to date")
+    p.add_argument(
+        "--manifest",
+        metavar="PATH",
+        help="also write a dataset manifest (every file's size, record count and spans in one "
+        "JSON file, a path or a URL): jr.Loader(manifest=PATH) then plans without reading",
+    )
+    p.add_argument(
+        "--span-bytes",
+        type=byte_size,
+        default=DEFAULT_SPAN_BYTES,
+        metavar="SIZE",
+        help="with --manifest: the size files are cut into spans at (default 16MiB)",
+    )
     add_common(p)
     p.set_defaults(func=run)
 
@@ -78,8 +95,22 @@ def run(args: argparse.Namespace) -> int:
             )
     results = map_files(args, lambda p, n, adv: _index_file(p, n, adv, args), files, "indexing")
     ok = all(r["status"] != "error" for r in results)
+    manifest = None
+    if args.manifest and ok:
+        built = Manifest.build(
+            files,
+            span_bytes=args.span_bytes,
+            storage_options=args.storage_options,
+            index_dir=args.index_dir,
+            workers=args.workers,
+        )
+        manifest = {
+            "path": built.save(args.manifest, storage_options=args.storage_options),
+            "files": len(built),
+            "records": built.records,
+        }
     if args.json:
-        emit_json({"ok": ok, "files": results})
+        emit_json({"ok": ok, "files": results, **({"manifest": manifest} if manifest else {})})
     else:
         table = make_table("file", "records", "index", "status", right=("records",))
         for r in results:
@@ -90,6 +121,12 @@ def run(args: argparse.Namespace) -> int:
         for r in results:
             if "error" in r:
                 con.print(f"error: {r['error']}", markup=False)
+        if manifest:
+            con.print(
+                f"manifest: {manifest['path']} ({manifest['files']:,} files, "
+                f"{manifest['records']:,} records)",
+                markup=False,
+            )
     return EXIT_OK if ok else EXIT_BAD_DATA
 
 
