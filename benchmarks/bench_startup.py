@@ -6,12 +6,16 @@ with the record counts taken three ways:
 
 * ``count``: no index: each host frames its share of the files, one collective shares the counts;
 * ``index``: a ``.idx`` beside every shard (``jaxrec index``): one small read per file, no framing;
+* ``manifest``: one dataset manifest (``jaxrec index --manifest``): one small read per host;
 * ``endless``: ``num_epochs=None`` without indexes: nothing is counted, spans are dealt by bytes.
 
-Each host reports the seconds from ``Loader(...)`` to its first batch and the bytes it read by
-then (local: ``rchar`` of ``/proc/self/io``, every byte read by the process; S3: the bytes of
-every ranged GET, data and indexes), then reads one epoch and reports the payload bytes it read.
-The table shows the slowest host and the largest host's bytes.
+Each host reports the seconds and bytes of planning (the ``Loader(...)`` call: counts, spans,
+the deal) and up to its first batch (which also reads the first shuffle window,
+``shuffle_buffer`` records), the bytes measured as ``rchar`` of ``/proc/self/io`` for local
+files (every byte the process read) and as the bytes of every ranged GET (data, indexes and the
+manifest) on S3; then it reads one epoch and reports the payload bytes it read (for ``endless``
+that includes read-ahead into the next epoch). The table shows the slowest host and the largest
+host's bytes.
 
     python benchmarks/bench_startup.py --hosts 1 2 4 8
 """
@@ -64,12 +68,24 @@ WORKER = textwrap.dedent(
                 return int(line.split()[1])
 
     options = cfg.get("storage_options")
-    files = jr.expand_paths(cfg["files"], storage_options=options)
+    manifest = cfg.get("manifest")
+    if manifest:
+        from jaxrec._io import manifest as manifest_module
+        real_load = manifest_module.Manifest.load.__func__
+        def counting_load(cls, where, **k):
+            m = real_load(cls, where, **k)
+            fetched[0] += cfg["manifest_bytes"]
+            return m
+        manifest_module.Manifest.load = classmethod(counting_load)
     r0, f0, t0 = rchar(), fetched[0], time.perf_counter()
+    files = None if manifest else jr.expand_paths(cfg["files"], storage_options=options)
     loader = jr.Loader(
         files, {"id": jr.FixedLenFeature([], np.int64)}, 32, shuffle=True, seed=0,
         num_epochs=None if cfg["mode"] == "endless" else 1, storage_options=options,
+        manifest=manifest,
     )
+    plan_seconds = time.perf_counter() - t0
+    plan_bytes = (fetched[0] - f0) if options else (rchar() - r0)
     it = iter(loader)
     next(it)
     seconds = time.perf_counter() - t0
@@ -81,7 +97,13 @@ WORKER = textwrap.dedent(
     else:
         for _ in it:
             pass
-    out = {"seconds": seconds, "bytes_before": before, "epoch_bytes": loader.stats()["bytes"]}
+    out = {
+        "plan_seconds": plan_seconds,
+        "plan_bytes": plan_bytes,
+        "seconds": seconds,
+        "bytes_before": before,
+        "epoch_bytes": loader.stats()["bytes"],
+    }
     loader.close()
     with open(f"{cfg['out']}/host-{jax.process_index()}.json", "w") as f:
         json.dump(out, f)
@@ -129,7 +151,7 @@ def main() -> None:
     ap.add_argument("--shards", type=int, default=64)
     ap.add_argument("--records", type=int, default=1000, help="records per shard")
     ap.add_argument("--storage", nargs="+", default=["local", "s3"], choices=["local", "s3"])
-    ap.add_argument("--modes", nargs="+", default=["count", "index", "endless"])
+    ap.add_argument("--modes", nargs="+", default=["count", "index", "manifest", "endless"])
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     print("$ python benchmarks/bench_startup.py " + " ".join(sys.argv[1:]))
@@ -170,9 +192,12 @@ def main() -> None:
             for mode in args.modes:
                 for p in paths:  # indexes only for the index mode
                     Path(str(p) + ".idx").unlink(missing_ok=True)
+                (data / "train.manifest.json").unlink(missing_ok=True)
                 if mode == "index":
                     for p in paths:
                         jr.TFRecordIndex.build(p).save()
+                if mode == "manifest":
+                    jr.Manifest.build([str(p) for p in paths]).save(data / "train.manifest.json")
                 if storage == "s3":
                     fs.rm("bench", recursive=True)
                     fs.mkdir("bench")
@@ -183,24 +208,32 @@ def main() -> None:
                         "files": "s3://bench/train-*.tfrecord",
                         "storage_options": {"client_kwargs": {"endpoint_url": endpoint}},
                     }
+                    if mode == "manifest":
+                        config["manifest"] = "s3://bench/train.manifest.json"
                 else:
                     config = {"files": str(data / "train-*.tfrecord")}
+                    if mode == "manifest":
+                        config["manifest"] = str(data / "train.manifest.json")
+                if mode == "manifest":
+                    config["manifest_bytes"] = (data / "train.manifest.json").stat().st_size
                 for hosts in args.hosts:
                     res = run_pod(hosts, {**config, "mode": mode}, work, env)
                     row = {
                         "storage": storage,
                         "mode": mode,
                         "hosts": hosts,
+                        "plan_seconds": max(r["plan_seconds"] for r in res),
+                        "plan_mb": max(r["plan_bytes"] for r in res) / 1e6,
                         "seconds_to_first_batch": max(r["seconds"] for r in res),
                         "mb_before_first_batch": max(r["bytes_before"] for r in res) / 1e6,
                         "mb_per_host_epoch": max(r["epoch_bytes"] for r in res) / 1e6,
                     }
                     rows.append(row)
                     print(
-                        f"{storage:6s} {mode:8s} {hosts:2d} hosts: first batch after "
-                        f"{row['seconds_to_first_batch']:6.2f} s, read before it "
-                        f"{row['mb_before_first_batch']:7.2f} MB (largest host), one epoch "
-                        f"{row['mb_per_host_epoch']:7.2f} MB payload per host",
+                        f"{storage:6s} {mode:8s} {hosts:2d} hosts: plan {row['plan_seconds']:5.2f} s "
+                        f"{row['plan_mb']:7.2f} MB | first batch {row['seconds_to_first_batch']:5.2f} s "
+                        f"{row['mb_before_first_batch']:7.2f} MB | epoch "
+                        f"{row['mb_per_host_epoch']:7.2f} MB/host",
                         flush=True,
                     )
             if server is not None:
