@@ -229,11 +229,13 @@ def main() -> None:
                         "mb_per_host_epoch": max(r["epoch_bytes"] for r in res) / 1e6,
                     }
                     rows.append(row)
+                    r = row
                     print(
-                        f"{storage:6s} {mode:8s} {hosts:2d} hosts: plan {row['plan_seconds']:5.2f} s "
-                        f"{row['plan_mb']:7.2f} MB | first batch {row['seconds_to_first_batch']:5.2f} s "
-                        f"{row['mb_before_first_batch']:7.2f} MB | epoch "
-                        f"{row['mb_per_host_epoch']:7.2f} MB/host",
+                        f"{storage:6s} {mode:8s} {hosts:2d} hosts: "
+                        f"plan {r['plan_seconds']:5.2f} s {r['plan_mb']:7.2f} MB | "
+                        f"first batch {r['seconds_to_first_batch']:5.2f} s "
+                        f"{r['mb_before_first_batch']:7.2f} MB | "
+                        f"epoch {r['mb_per_host_epoch']:7.2f} MB/host",
                         flush=True,
                     )
             if server is not None:
