@@ -2,7 +2,7 @@
 PYTHON ?= python
 .DEFAULT_GOAL := help
 
-.PHONY: help install test test-rust test-py lint format bench golden demo fuzz
+.PHONY: help install test test-rust test-py lint format bench golden demo fuzz fuzz-build
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -40,6 +40,9 @@ bench: ## Side-by-side throughput against tf.data (needs: pip install -e ".[tf]"
 # `make fuzz FUZZ_ARGS="--executions 2000000"`; findings (input, .json, one-line .txt reproducer) go
 # to fuzz-findings/. See tests/fuzz/__init__.py.
 FUZZ_ARGS ?= --seconds 600
+fuzz-build: ## Build the extension with overflow checks and debug assertions, for make fuzz
+	maturin develop --profile fuzz
+
 fuzz: ## Mutation-fuzz the reader, parsers, decoders, CLI and Loader in a watched child (FUZZ_ARGS)
 	PYTHONPATH=tests $(PYTHON) -m fuzz $(FUZZ_ARGS)
 

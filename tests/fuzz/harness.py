@@ -65,6 +65,7 @@ class Options:
     timeout: float = 10.0  # per case
     rlimit_mb: int = 4096  # the child's address space
     rss_growth_mb: int = 1024  # resident memory growth over the run that counts as a leak
+    rss_baseline_after: int = 2000  # executions before the child's resident size is the baseline
     batch: int = 256
     findings: Path | None = None
     weights: dict[str, float] = dataclasses.field(default_factory=lambda: dict(DEFAULT_WEIGHTS))
@@ -450,7 +451,8 @@ class Campaign:
                         self._record("exception", case, sig, f["traceback"])
                     self._watch_memory(info["rss_kb"] / 1024, cases[-1])
                     # Aim for batches of about half a second.
-                    batch = max(8, min(self.opts.batch, int(batch * (0.5 / max(took, 1e-3)))))
+                    grown = int(batch * (0.5 / max(took, 1e-3)))
+                    batch = max(min(8, self.opts.batch), min(self.opts.batch, grown))
                 else:
                     index = info["index"]
                     self._count(cases[: index + 1])
@@ -483,7 +485,7 @@ class Campaign:
         r = self.report
         r.max_rss_mb = max(r.max_rss_mb, rss_mb)
         if self.rss_base is None:
-            if r.executions >= 2000:
+            if r.executions >= self.opts.rss_baseline_after:
                 self.rss_base = rss_mb
             return
         if rss_mb - self.rss_base > self.opts.rss_growth_mb:
@@ -503,13 +505,13 @@ class Campaign:
         finding = Finding(kind, case["target"], signature, detail, case)
         self.by_signature[key] = finding
         self.report.findings.append(finding)
-        if self.opts.confirm:
-            finding.reproduced = self._reproduces(kind, case, signature)
+        if self.opts.confirm and kind != "memory":  # growth over a run is no one case's doing
+            finding.reproduced = self._reproduces(kind, case)
         if self.opts.findings is not None:
             self._save(finding)
         self.log(f"NEW {finding.summary()}")
 
-    def _reproduces(self, kind: str, case: dict, signature: str) -> bool:
+    def _reproduces(self, kind: str, case: dict) -> bool:
         """Runs the case alone in a fresh child: does the same thing happen?"""
         probe = Child(self.opts)
         try:
@@ -518,8 +520,6 @@ class Campaign:
             probe.close()
         if kind == "exception":
             return status == "ok" and bool(info["findings"])
-        if kind == "memory":
-            return False
         return status == kind
 
     def _save(self, finding: Finding) -> None:

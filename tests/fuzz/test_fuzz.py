@@ -150,6 +150,15 @@ def test_findings_are_saved_with_a_one_line_reproducer(tmp_path, monkeypatch):
     assert next(tmp_path.glob("*.txt")).read_text().startswith("python -c ")
 
 
+def test_memory_growth_is_a_finding(monkeypatch):
+    opts = Options(executions=12, rss_growth_mb=100, rss_baseline_after=1, batch=1)
+    campaign = Campaign(opts)
+    monkeypatch.setattr(campaign.gen, "case", lambda target: _selftest(b"leak"))
+    report = campaign.run()
+    assert [f.kind for f in report.findings] == ["memory"]
+    assert report.restarts >= 1
+
+
 def test_a_short_campaign_finds_nothing(tmp_path):
     report = Campaign(Options(seed=2024, executions=EXECUTIONS, findings=tmp_path)).run()
     lines = [f"{f.summary()}\n  {f.reproducer}" for f in report.findings]

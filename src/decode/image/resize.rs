@@ -55,7 +55,21 @@ impl Pixel for f32 {
 /// the caller) at the spec's size.
 pub fn fit<T: Pixel>(img: &Decoded, spec: &ImageSpec, out: &mut [T]) -> Result<()> {
     let (h, w, c) = (spec.height, spec.width, img.channels);
-    debug_assert_eq!(out.len(), h * w * c);
+    // Every resampler indexes both buffers by these sizes: check them, never slice past one.
+    let pixels = img
+        .height
+        .checked_mul(img.width)
+        .and_then(|p| p.checked_mul(c));
+    let outputs = h.checked_mul(w).and_then(|p| p.checked_mul(c));
+    if pixels != Some(img.pixels.len()) || outputs != Some(out.len()) || !(1..=4).contains(&c) {
+        return Err(Error::internal(format!(
+            "resize: {} pixels for {}x{}x{c}, {} outputs for {h}x{w}x{c}",
+            img.pixels.len(),
+            img.height,
+            img.width,
+            out.len()
+        )));
+    }
     match spec.resize {
         Resize::None => {
             if img.height != h || img.width != w {
