@@ -311,6 +311,11 @@ class Child:
 
     def run(self, cases: list[dict]) -> tuple[str, dict]:
         """Runs a batch: ``("ok", reply)``, or ``("crash" | "hang", info)`` naming the case."""
+        self.send(cases)
+        return self.receive()
+
+    def send(self, cases: list[dict]) -> None:
+        """Starts a batch (the child runs it while the caller makes the next one)."""
         if self.proc is None:
             self.start()
         self.stderr.truncate(0)
@@ -322,7 +327,10 @@ class Child:
             while view:
                 view = view[os.write(self.to_child, view) :]
         except BrokenPipeError:
-            pass
+            pass  # it died: receive() says how
+
+    def receive(self) -> tuple[str, dict]:
+        """The outcome of the batch :meth:`send` started (see :meth:`run`)."""
         head = self._read(4, deadline=None)
         if head is not None:
             (n,) = struct.unpack("<I", head)
@@ -417,6 +425,7 @@ class Campaign:
         self.by_signature: dict[tuple, Finding] = {}
         self.child = Child(opts)
         self.rss_base: float | None = None
+        self._pending = 0  # cases sent and not yet counted
 
     def log(self, msg: str) -> None:
         if self.opts.log is not None:
@@ -428,21 +437,29 @@ class Campaign:
             return True
         return o.seconds is not None and time.monotonic() - start >= o.seconds
 
+    def _batch(self, size: int) -> list[dict]:
+        if self.opts.executions is not None:
+            size = min(size, self.opts.executions - self.report.executions - self._pending)
+        picks = self.rng.choices(self.targets, self.weights, k=max(size, 0))
+        return [self.gen.case(t) for t in picks]
+
     def run(self) -> Report:
+        """Runs batches until ``executions`` or ``seconds`` is reached."""
         start = time.monotonic()
         last_log = start
         batch = min(32, self.opts.batch)
+        self._pending = 0
+        cases = self._batch(batch)
         try:
-            while not self._done(start):
-                n = batch
-                if self.opts.executions is not None:
-                    n = min(n, self.opts.executions - self.report.executions)
-                cases = [
-                    self.gen.case(t) for t in self.rng.choices(self.targets, self.weights, k=n)
-                ]
+            while cases:
                 t0 = time.monotonic()
-                status, info = self.child.run(cases)
+                self.child.send(cases)
+                self._pending = len(cases)
+                # Make the next batch while the child runs this one.
+                upcoming = [] if self._done(start) else self._batch(batch)
+                status, info = self.child.receive()
                 took = time.monotonic() - t0
+                self._pending = 0
                 if status == "ok":
                     self._count(cases)
                     for f in info["findings"]:
@@ -472,6 +489,9 @@ class Campaign:
                         f"{r.executions} executions, {r.executions / (now - start):.0f}/s, "
                         f"{len(r.findings)} findings, rss {r.max_rss_mb:.0f} MiB"
                     )
+                if self._done(start):
+                    break
+                cases = upcoming or self._batch(batch)
         finally:
             self.child.close()
             self.report.seconds = time.monotonic() - start
