@@ -7,6 +7,7 @@ distinct finding with its one-line reproducer. Exits 1 if anything was found.
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from pathlib import Path
 
@@ -18,7 +19,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--executions", type=int, help="stop after this many cases")
     p.add_argument("--seconds", type=float, help="stop after this long")
     p.add_argument("--seed", type=int, default=0, help="campaign seed (default 0)")
-    p.add_argument("--timeout", type=float, default=10.0, help="per-case limit (default 10 s)")
+    p.add_argument(
+        "--timeout", type=float, default=10.0, help="CPU seconds per case (default 10; wall: 6x)"
+    )
     p.add_argument("--rlimit-mb", type=int, default=4096, help="child address space (4096 MiB)")
     p.add_argument(
         "--rss-growth-mb", type=int, default=1024, help="resident growth that counts as a leak"
@@ -51,20 +54,26 @@ def main(argv: list[str] | None = None) -> int:
         confirm=not args.no_confirm,
         log=lambda m: print(m, file=sys.stderr, flush=True),
     )
+    # `kill` (SIGTERM) stops like Ctrl-C: the child is closed and the report printed.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     report = Campaign(opts).run()
     print(
         f"{report.executions} executions in {report.seconds:.1f} s "
         f"({report.rate:.0f}/s), {report.restarts} child restarts, "
-        f"max child RSS {report.max_rss_mb:.0f} MiB"
+        f"max child RSS {report.max_rss_mb:.0f} MiB{' (interrupted)' if report.interrupted else ''}"
     )
     for target, n in sorted(report.per_target.items()):
         print(f"  {target:24} {n}")
-    print(f"{len(report.findings)} distinct findings")
-    for f in report.findings:
+    print(f"{len(report.confirmed)} distinct findings")
+    for f in report.confirmed:
         print(f"- {f.summary()}")
         if f.reproducer:
             print(f"  input: {f.path}\n  repro: {f.reproducer}")
-    return 1 if report.findings else 0
+    if report.unconfirmed:
+        print(f"{len(report.unconfirmed)} crashes or hangs that did not happen again alone:")
+        for f in report.unconfirmed:
+            print(f"- {f.summary()}: {f.path}")
+    return 1 if report.confirmed else 0
 
 
 if __name__ == "__main__":

@@ -4,9 +4,11 @@ Started by :class:`fuzz.harness.Child` as ``python -m fuzz.child READ_FD WRITE_F
 WORKDIR RLIMIT_MB``. Batches arrive on ``READ_FD`` as a 4-byte length and a pickled list of
 cases; for each batch the child answers on ``WRITE_FD`` with the findings (cases that raised
 something other than a :class:`jaxrec.JaxrecError`) and its resident memory. Before each case
-it writes the case's index and start time into the 16-byte ``PROGRESS`` file (memory-mapped),
-so that when it dies or hangs the parent knows which input did it. Standard output goes to
-``/dev/null`` (the CLI prints); standard error is kept by the parent for abort messages.
+it writes the case's index, start time and CPU time so far into the ``PROGRESS`` file
+(memory-mapped), so that when it dies or hangs the parent knows which input did it, and can
+tell a case that spins (CPU time) from a machine too busy to run it (wall time only).
+Standard output goes to ``/dev/null`` (the CLI prints); standard error is kept by the parent
+for abort messages.
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ import time
 import traceback
 import warnings
 
-PROGRESS = struct.Struct("<qd")  # index of the running case (-1: idle), its start (monotonic)
+# The running case (-1: idle), when it started (monotonic) and the process's CPU time then.
+PROGRESS = struct.Struct("<qdd")
 
 
 def _rss_kb() -> int:
@@ -84,7 +87,7 @@ def main(argv: list[str]) -> None:
             return
         findings = []
         for i, case in enumerate(cases):
-            PROGRESS.pack_into(progress, 0, i, time.monotonic())
+            PROGRESS.pack_into(progress, 0, i, time.monotonic(), time.process_time())
             try:
                 targets.RUNNERS[case["target"]](case, ws)
             except JaxrecError:
@@ -93,7 +96,7 @@ def main(argv: list[str]) -> None:
                 raise
             except BaseException as e:  # noqa: BLE001 - PanicException is a BaseException
                 findings.append(_describe(i, e))
-        PROGRESS.pack_into(progress, 0, -1, 0.0)
+        PROGRESS.pack_into(progress, 0, -1, 0.0, 0.0)
         reply = pickle.dumps({"n": len(cases), "findings": findings, "rss_kb": _rss_kb()})
         wout.write(struct.pack("<I", len(reply)) + reply)
 

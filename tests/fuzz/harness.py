@@ -42,6 +42,7 @@ from . import mutate, targets
 from .child import PROGRESS
 
 TESTS_DIR = Path(__file__).resolve().parents[1]
+_CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 #: Relative weights of the targets in a campaign.
 DEFAULT_WEIGHTS = {
@@ -62,7 +63,8 @@ class Options:
     seed: int = 0
     executions: int | None = None
     seconds: float | None = None
-    timeout: float = 10.0  # per case
+    timeout: float = 10.0  # CPU seconds per case
+    wall_timeout: float | None = None  # wall seconds per case (None: 6 x timeout)
     rlimit_mb: int = 4096  # the child's address space
     rss_growth_mb: int = 1024  # resident memory growth over the run that counts as a leak
     rss_baseline_after: int = 2000  # executions before the child's resident size is the baseline
@@ -103,6 +105,19 @@ class Report:
     findings: list[Finding] = dataclasses.field(default_factory=list)
     restarts: int = 0
     max_rss_mb: float = 0.0
+    interrupted: bool = False
+
+    @property
+    def confirmed(self) -> list[Finding]:
+        """Findings that happened again when their case ran alone (or that need no re-run:
+        exceptions are deterministic, and memory growth is a run's, not a case's)."""
+        return [f for f in self.findings if f.reproduced is not False]
+
+    @property
+    def unconfirmed(self) -> list[Finding]:
+        """Crashes and hangs that did not happen again alone: a machine too busy to run the
+        child in time, or a child killed from outside (the kernel's OOM killer)."""
+        return [f for f in self.findings if f.reproduced is False]
 
     @property
     def rate(self) -> float:
@@ -260,7 +275,7 @@ class Child:
         self.workdir = targets.workspace_root()
 
     def start(self) -> None:
-        self.progress_path.write_bytes(PROGRESS.pack(-1, 0.0))
+        self.progress_path.write_bytes(PROGRESS.pack(-1, 0.0, 0.0))
         with open(self.progress_path, "r+b") as f:
             self.progress = mmap.mmap(f.fileno(), PROGRESS.size)
         to_child_r, self.to_child = os.pipe()
@@ -284,27 +299,50 @@ class Child:
         )
         os.close(to_child_r)
         os.close(from_child_w)
-        ready = self._read(4, deadline=time.monotonic() + 120)
+        ready, _ = self._read(4, deadline=time.monotonic() + 120)
         if ready != b"RDY!":
             raise RuntimeError(f"the fuzz child did not start: {self.stderr_tail()}")
 
-    def _read(self, n: int, deadline: float | None) -> bytes | None:
-        """``n`` bytes from the child; None when it dies (EOF), hangs, or ``deadline`` passes."""
+    def _read(self, n: int, deadline: float | None) -> tuple[bytes | None, str]:
+        """``(n bytes, "")`` from the child, or ``(None, why)``: ``"eof"`` (it died),
+        ``"stuck"`` (a case ran past the timeout) or ``"deadline"``."""
         buf = b""
         while len(buf) < n:
             ready, _, _ = select.select([self.from_child], [], [], 0.05)
             if ready:
                 part = os.read(self.from_child, n - len(buf))
                 if not part:
-                    return None  # the child is gone (it held the only write end)
+                    return None, "eof"  # the child is gone (it held the only write end)
                 buf += part
-            elif self._stuck() or (deadline is not None and time.monotonic() >= deadline):
-                return None
-        return buf
+            elif self._stuck():
+                return None, "stuck"
+            elif deadline is not None and time.monotonic() >= deadline:
+                return None, "deadline"
+        return buf, ""
+
+    def _cpu_seconds(self) -> float | None:
+        """The child's CPU time (all threads), from /proc; None if it cannot be read."""
+        try:
+            with open(f"/proc/{self.proc.pid}/stat", "rb") as f:  # type: ignore[union-attr]
+                fields = f.read().rsplit(b")", 1)[1].split()
+            return (int(fields[11]) + int(fields[12])) / _CLK_TCK
+        except (OSError, IndexError, ValueError, AttributeError):
+            return None
 
     def _stuck(self) -> bool:
-        index, started = PROGRESS.unpack_from(self.progress, 0)
-        return index >= 0 and time.monotonic() - started > self.opts.timeout
+        """A case has used ``timeout`` seconds of CPU (it spins), or ``wall_timeout`` of wall
+        time (it waits on something that never comes): CPU time keeps a machine too busy to
+        run the child from reading as a hang."""
+        index, started, cpu_at_start = PROGRESS.unpack_from(self.progress, 0)
+        if index < 0:
+            return False
+        waited = time.monotonic() - started
+        if waited > (self.opts.wall_timeout or self.opts.timeout * 6):
+            return True
+        if waited <= self.opts.timeout:
+            return False
+        cpu = self._cpu_seconds()
+        return cpu is not None and cpu - cpu_at_start > self.opts.timeout
 
     def running_index(self) -> int:
         return PROGRESS.unpack_from(self.progress, 0)[0]
@@ -319,7 +357,7 @@ class Child:
         if self.proc is None:
             self.start()
         self.stderr.truncate(0)
-        PROGRESS.pack_into(self.progress, 0, -1, 0.0)
+        PROGRESS.pack_into(self.progress, 0, -1, 0.0, 0.0)
         blob = pickle.dumps(cases, protocol=pickle.HIGHEST_PROTOCOL)
         try:
             os.write(self.to_child, struct.pack("<I", len(blob)))
@@ -331,14 +369,14 @@ class Child:
 
     def receive(self) -> tuple[str, dict]:
         """The outcome of the batch :meth:`send` started (see :meth:`run`)."""
-        head = self._read(4, deadline=None)
+        head, why = self._read(4, deadline=None)
         if head is not None:
             (n,) = struct.unpack("<I", head)
-            body = self._read(n, deadline=time.monotonic() + 60)
+            body, why = self._read(n, deadline=time.monotonic() + 60)
             if body is not None:
                 return "ok", pickle.loads(body)
         index = self.running_index()
-        hung = self._stuck() and (self.proc is None or self.proc.poll() is None)
+        hung = why != "eof"
         self.kill()
         code = self.proc.returncode if self.proc is not None else None
         info = {"index": max(index, 0), "returncode": code, "stderr": self.stderr_tail()}
@@ -492,6 +530,8 @@ class Campaign:
                 if self._done(start):
                     break
                 cases = upcoming or self._batch(batch)
+        except KeyboardInterrupt:
+            self.report.interrupted = True
         finally:
             self.child.close()
             self.report.seconds = time.monotonic() - start

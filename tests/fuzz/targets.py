@@ -136,10 +136,13 @@ def _selftest(case: dict, ws: Workspace) -> None:
         raise jr.ExampleParseError("selftest: an expected error")
     if how == b"abort":
         os.abort()
-    if how == b"hang":
+    if how == b"hang":  # waits: caught by wall time
         import time
 
         time.sleep(3600)
+    if how == b"spin":  # busy: caught by CPU time
+        while True:
+            pass
     if how == b"allocate":
         bytearray(1 << 40)  # past RLIMIT_AS: MemoryError in Python
     if how == b"leak":

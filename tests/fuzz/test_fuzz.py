@@ -114,11 +114,12 @@ def _selftest(how: bytes) -> dict:
         (b"raise", "ok"),
         (b"allocate", "ok"),
         (b"abort", "crash"),
-        (b"hang", "hang"),
+        (b"hang", "hang"),  # waits: past wall_timeout
+        (b"spin", "hang"),  # busy: past timeout in CPU time
     ],
 )
 def test_the_child_is_watched_for_each_kind_of_failure(how, status):
-    child = Child(Options(timeout=2.0, rlimit_mb=2048))
+    child = Child(Options(timeout=1.0, wall_timeout=4.0, rlimit_mb=2048))
     try:
         got, info = child.run([_selftest(b"jaxrec"), _selftest(how), _selftest(b"jaxrec")])
     finally:
