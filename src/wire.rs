@@ -55,6 +55,12 @@ pub const MAX_FIELD: u64 = (1 << 29) - 1;
 /// refuses it everywhere, with protobuf).
 #[inline(always)]
 pub fn read_key(buf: &[u8], pos: &mut usize) -> Option<(u64, u8)> {
+    // Fast path: the one-byte keys of fields 1 to 15 (every tf.train message's).
+    let b0 = *buf.get(*pos)?;
+    if (0x08..0x80).contains(&b0) {
+        *pos += 1;
+        return Some((u64::from(b0 >> 3), b0 & 7));
+    }
     let mut p = *pos;
     let key = read_varint(buf, &mut p)?;
     let field = key >> 3;

@@ -13,10 +13,12 @@ for abort messages.
 
 from __future__ import annotations
 
+import faulthandler
 import mmap
 import os
 import pickle
 import resource
+import signal
 import struct
 import sys
 import time
@@ -68,6 +70,8 @@ def main(argv: list[str]) -> None:
 
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 1)
+    # The parent sends SIGUSR1 before it kills a stuck child: every thread's stack, to stderr.
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     # Warnings a user would see are findings too (the test suite runs with warnings as errors).
     warnings.simplefilter("error")
     if rlimit_mb > 0:

@@ -338,11 +338,28 @@ class Child:
             return False
         waited = time.monotonic() - started
         if waited > (self.opts.wall_timeout or self.opts.timeout * 6):
+            self.stuck_how = f"{waited:.1f} s of wall time, {self._cpu_used(cpu_at_start)} CPU"
             return True
         if waited <= self.opts.timeout:
             return False
         cpu = self._cpu_seconds()
-        return cpu is not None and cpu - cpu_at_start > self.opts.timeout
+        if cpu is not None and cpu - cpu_at_start > self.opts.timeout:
+            self.stuck_how = f"{cpu - cpu_at_start:.1f} s of CPU in {waited:.1f} s"
+            return True
+        return False
+
+    def _cpu_used(self, at_start: float) -> str:
+        cpu = self._cpu_seconds()
+        return "?" if cpu is None else f"{cpu - at_start:.1f} s of"
+
+    def _dump_stacks(self) -> None:
+        """Asks a stuck child for its threads' stacks (faulthandler, to its stderr)."""
+        if self.proc is not None and self.proc.poll() is None:
+            try:
+                os.kill(self.proc.pid, signal.SIGUSR1)
+            except OSError:
+                return
+            time.sleep(0.5)
 
     def running_index(self) -> int:
         return PROGRESS.unpack_from(self.progress, 0)[0]
@@ -377,9 +394,14 @@ class Child:
                 return "ok", pickle.loads(body)
         index = self.running_index()
         hung = why != "eof"
+        if hung:
+            self._dump_stacks()
         self.kill()
         code = self.proc.returncode if self.proc is not None else None
-        info = {"index": max(index, 0), "returncode": code, "stderr": self.stderr_tail()}
+        stderr = self.stderr_tail()
+        if hung:
+            stderr = f"stuck after {getattr(self, 'stuck_how', why)}\n{stderr}"
+        info = {"index": max(index, 0), "returncode": code, "stderr": stderr}
         self.proc = None
         return ("hang" if hung else "crash"), info
 
