@@ -2,7 +2,7 @@
 PYTHON ?= python
 .DEFAULT_GOAL := help
 
-.PHONY: help install test test-rust test-py lint format bench golden demo mutants mutants-rust mutants-py
+.PHONY: help install test test-rust test-py lint format bench golden demo fuzz fuzz-build mutants mutants-rust mutants-py
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -36,6 +36,15 @@ bench: ## Side-by-side throughput against tf.data (needs: pip install -e ".[tf]"
 	$(PYTHON) benchmarks/bench_framing.py
 	$(PYTHON) benchmarks/bench_images.py --threads 2
 	$(PYTHON) benchmarks/bench_device_feed.py --threads 2
+
+# `make fuzz FUZZ_ARGS="--executions 2000000"`; findings (input, .json, one-line .txt reproducer) go
+# to fuzz-findings/. See tests/fuzz/__init__.py.
+FUZZ_ARGS ?= --seconds 600
+fuzz-build: ## Build the extension with overflow checks and debug assertions, for make fuzz
+	maturin develop --profile fuzz
+
+fuzz: ## Mutation-fuzz the reader, parsers, decoders, CLI and Loader in a watched child (FUZZ_ARGS)
+	PYTHONPATH=tests $(PYTHON) -m fuzz $(FUZZ_ARGS)
 
 golden: ## Rewrite tests/data/golden{,_images,_proto} with real TensorFlow (needs: pip install -e ".[tf]")
 	$(PYTHON) scripts/make_golden.py

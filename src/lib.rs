@@ -7,13 +7,15 @@
 //!   and JPEG/PNG images — one layer below `parse`, which calls it.
 //!
 //! Shared leaves: [`error`] (the one error type), [`wire`] (protobuf primitives and
-//! `tf.train.Feature`), [`dtype`] (output dtypes) and [`column`](mod@column) (a parsed column).
+//! `tf.train.Feature`), [`dtype`] (output dtypes), [`column`](mod@column) (a parsed column)
+//! and [`alloc`] (the size limits and fallible allocation of everything a record sizes).
 //!
 //! Everything here is plain Rust with no Python in it; `python/` (behind the `python`
 //! feature, which maturin enables) is the only place that converts to and from Python objects.
 
 #![warn(missing_docs)]
 
+pub mod alloc;
 pub mod column;
 pub mod decode;
 pub mod dtype;

@@ -46,11 +46,29 @@ pub fn read_varint(buf: &[u8], pos: &mut usize) -> Option<u64> {
     }
 }
 
-/// Reads a field key, returning `(field_number, wire_type)`.
+/// The largest field number protobuf allows (2^29 - 1).
+pub const MAX_FIELD: u64 = (1 << 29) - 1;
+
+/// Reads a field key, returning `(field_number, wire_type)`. Field numbers run from 1 to
+/// [`MAX_FIELD`]: a key outside that range is malformed, as protobuf's own parsers say
+/// (TensorFlow's fast Example parser skips a field 0 at the top level of a record; jaxrec
+/// refuses it everywhere, with protobuf).
 #[inline(always)]
 pub fn read_key(buf: &[u8], pos: &mut usize) -> Option<(u64, u8)> {
-    let key = read_varint(buf, pos)?;
-    Some((key >> 3, (key & 7) as u8))
+    // Fast path: the one-byte keys of fields 1 to 15 (every tf.train message's).
+    let b0 = *buf.get(*pos)?;
+    if (0x08..0x80).contains(&b0) {
+        *pos += 1;
+        return Some((u64::from(b0 >> 3), b0 & 7));
+    }
+    let mut p = *pos;
+    let key = read_varint(buf, &mut p)?;
+    let field = key >> 3;
+    if field == 0 || field > MAX_FIELD {
+        return None;
+    }
+    *pos = p;
+    Some((field, (key & 7) as u8))
 }
 
 /// Reads a length-delimited value's length and returns the value's byte range, advancing past it.
@@ -189,6 +207,30 @@ mod tests {
         write_varint(&mut buf, u64::MAX);
         let mut pos = 0;
         assert_eq!(read_len_delimited(&buf, &mut pos), None);
+    }
+
+    #[test]
+    fn keys_number_fields_from_one() {
+        let mut pos = 0;
+        assert_eq!(read_key(&[0x08], &mut pos), Some((1, VARINT)));
+        assert_eq!(pos, 1);
+        // Field 0, with each wire type: protobuf forbids it; the position stays put.
+        for key in [0x00u8, 0x01, 0x02, 0x05] {
+            let mut pos = 0;
+            assert_eq!(read_key(&[key, 0x00], &mut pos), None, "{key:#x}");
+            assert_eq!(pos, 0);
+        }
+        // Beyond 2^29 - 1.
+        let mut big = Vec::new();
+        write_varint(&mut big, (MAX_FIELD + 1) << 3);
+        assert_eq!(read_key(&big, &mut 0), None);
+        let mut max = Vec::new();
+        write_varint(&mut max, (MAX_FIELD << 3) | 2);
+        assert_eq!(read_key(&max, &mut 0), Some((MAX_FIELD, LEN)));
+        // skip_value refuses the deprecated groups and the undefined wire types 6 and 7.
+        for wt in [3, 4, 6, 7] {
+            assert_eq!(skip_value(&[0x00; 8], &mut 0, wt), None);
+        }
     }
 
     #[test]

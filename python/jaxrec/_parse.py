@@ -6,9 +6,10 @@ compiles specs (once, cached), and turns the native columns into the dicts tf.io
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
 import ml_dtypes
@@ -81,7 +82,8 @@ class ExampleParser:
         features: Mapping[str, Any] | None,
         sequence_features: Mapping[str, Any] | None = None,
     ) -> None:
-        self._context = compile_spec(features)
+        in_context = sequence_features is not None
+        self._context = compile_spec(features, in_context=in_context)
         self._sequence = (
             None if sequence_features is None else compile_spec(sequence_features, in_sequence=True)
         )
@@ -229,16 +231,53 @@ class ExampleParser:
 
 
 _CACHE_SIZE = 64
-_cache: OrderedDict[str, ExampleParser] = OrderedDict()
+_cache: OrderedDict[Hashable, ExampleParser] = OrderedDict()
 _cache_lock = threading.Lock()
+
+
+class _Uncacheable(Exception):
+    """A spec holds a value :func:`_spec_key` cannot key exactly (it is then not cached)."""
+
+
+def _spec_key(value: Any) -> Hashable:
+    """A cache key equal for two specs exactly when they hold the same values.
+
+    It keys the type of every value, floats by their bits (``-0.0`` is not ``0.0``; NaN equals
+    itself), arrays by dtype, shape and bytes. A ``repr`` key would not do: numpy rounds floats
+    to 8 digits and elides the middle of arrays over 1000 elements, so two different defaults
+    could share a parser.
+    """
+    if isinstance(value, Mapping):
+        return ("map", type(value), tuple((_spec_key(k), _spec_key(v)) for k, v in value.items()))
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        fields = tuple(_spec_key(getattr(value, f.name)) for f in dataclasses.fields(value))
+        return ("dc", type(value), fields)
+    if isinstance(value, np.ndarray):
+        if value.dtype.hasobject:
+            return ("nd-obj", value.shape, tuple(_spec_key(v) for v in value.reshape(-1).tolist()))
+        return ("nd", value.dtype.str, value.shape, value.tobytes())
+    if isinstance(value, np.generic):
+        return ("np", value.dtype.str, value.tobytes())
+    if isinstance(value, float):
+        return ("float", type(value), value.hex())
+    if isinstance(value, (list, tuple)):
+        return ("seq", type(value), tuple(_spec_key(v) for v in value))
+    if isinstance(value, (str, bytes, int, bool, type(None), type, np.dtype)):
+        return (type(value), value)
+    try:
+        hash(value)
+    except TypeError:
+        raise _Uncacheable from None
+    return ("other", type(value), value)
 
 
 def _parser(
     features: Mapping[str, Any] | None, sequence_features: Mapping[str, Any] | None
 ) -> ExampleParser:
-    # Specs hold lists and numpy values, so they are keyed by repr: the dataclasses' reprs
-    # name every field, and a dict keeps its order.
-    key = repr((features, sequence_features))
+    try:
+        key: Hashable = _spec_key((features, sequence_features))
+    except _Uncacheable:
+        return ExampleParser(features, sequence_features)
     with _cache_lock:
         parser = _cache.get(key)
         if parser is not None:

@@ -60,7 +60,16 @@ DTypeLike = type | str | np.dtype
 
 
 def resolve_dtype(dtype: Any) -> np.dtype | type[bytes]:
-    """Maps a user's dtype (numpy, ``bytes``, ``"string"``, a tf.DType) to numpy or ``bytes``."""
+    """Maps a user's dtype (numpy, ``bytes``, ``"string"``, a tf.DType) to numpy or ``bytes``.
+
+    Raises:
+        FeatureSpecError: ``None`` (numpy would read it as float64) or an unsupported dtype.
+    """
+    if dtype is None:
+        raise FeatureSpecError(
+            "dtype is required (None is not a dtype: numpy would read it as float64); use an "
+            "integer, bool, float or bytes dtype"
+        )
     if dtype in (bytes, str, object, np.bytes_, np.str_, np.object_):
         return bytes
     name = getattr(dtype, "name", None)  # tf.string / tf.int64 without importing tensorflow
@@ -107,9 +116,31 @@ def _shape(shape: Any, what: str) -> tuple[int, ...]:
                 f"{what}: shape {list(dims)} has an unknown dimension; use FixedLenSequenceFeature "
                 "or VarLenFeature for variable lengths"
             )
-        if not isinstance(d, (int, np.integer)) or d < 0:
+        if not isinstance(d, (int, np.integer)) or isinstance(d, bool) or d < 0:
             raise FeatureSpecError(f"{what}: shape dimensions must be ints >= 0, got {list(dims)}")
+    _check_rank(len(dims), what)
     return tuple(int(d) for d in dims)
+
+
+# Dimensions a row may have: with the batch axis (and a sequence's step axis) in front, numpy's
+# limit of 32 (numpy 1.x; 64 in 2.x). src/decode/tensor_proto.rs `MAX_RANK` holds the same.
+MAX_RANK = 31
+
+
+def _check_rank(rank: int, what: str, axes_before: int = 1) -> None:
+    if rank + axes_before > MAX_RANK + 1:
+        raise FeatureSpecError(
+            f"{what}: a shape of {rank} dimensions gives outputs of {rank + axes_before}, over "
+            f"the {MAX_RANK + 1} numpy allows (numpy 1.x)"
+        )
+
+
+def _extent(shape: Sequence[int]) -> int:
+    """The product of the dimensions, zeros counted as one.
+
+    numpy refuses an array whose dimensions multiply past its limit even when one is 0.
+    """
+    return math.prod(max(int(d), 1) for d in shape)
 
 
 # Values one row of a feature may hold: lengths and shapes come back as int32.
@@ -456,15 +487,21 @@ def _default_values(
             f"feature {name!r}: default_value has {arr.size} values, expected 1 or {count}"
         )
     if dtype in _INT_CODES:
-        if flat.dtype.kind == "f" and not np.all(np.equal(np.mod(flat, 1), 0)):
+        # isfinite first: np.mod of an infinity warns ("invalid value") before refusing it.
+        if flat.dtype.kind == "f" and not (
+            np.all(np.isfinite(flat)) and np.all(np.equal(np.mod(flat, 1), 0))
+        ):
             raise FeatureSpecError(f"feature {name!r}: default_value {default!r} is not integral")
-        # Values travel as int64 (Int64List's type), so uint64 holds 0..2**63-1 here too.
         info = np.iinfo(np.int64) if dtype == np.bool_ else np.iinfo(dtype)
-        lo, hi = (0, 1) if dtype == np.bool_ else (int(info.min), min(int(info.max), 2**63 - 1))
+        lo, hi = (0, 1) if dtype == np.bool_ else (int(info.min), int(info.max))
         if flat.size and (int(flat.min()) < lo or int(flat.max()) > hi):
             raise FeatureSpecError(
                 f"feature {name!r}: default_value {default!r} does not fit {dtype}"
             )
+        # Defaults travel as int64, except uint64's, which may use its whole range (a sentinel
+        # such as 2**64 - 1) though int64_list values cannot go past 2**63 - 1.
+        if dtype == np.uint64:
+            return np.array([int(v) for v in flat.tolist()], dtype=np.uint64)
         return flat.astype(np.int64)
     return flat.astype(np.float64)
 
@@ -496,6 +533,18 @@ def _numeric_dtype(dtype: Any, what: str, allow_bytes: bool) -> np.dtype | type[
     return resolved
 
 
+def max_pixels_arg(value: Any, what: str) -> int:
+    """Checks a ``max_pixels`` argument: a positive int (2**64 and up read as 2**64 - 1).
+
+    Raises:
+        FeatureSpecError: not a positive int.
+    """
+    if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value <= 0:
+        raise FeatureSpecError(f"{what}: max_pixels must be a positive int, got {value!r}")
+    # However large: the decoders still refuse any buffer over a decoded row's 1 GiB.
+    return min(int(value), 2**64 - 1)
+
+
 def _compile_decoded(name: str, feature: Any, what: str) -> CompiledFeature:
     """Reduces an Image / RawTensor / SerializedTensor entry (a scalar bytes feature + decoder)."""
     skip_errors = _on_error(feature.on_error, what) == "skip"
@@ -519,8 +568,7 @@ def _compile_decoded(name: str, feature: Any, what: str) -> CompiledFeature:
             raise FeatureSpecError(f"{what}: antialias applies to resize='bilinear' only")
         if feature.format not in ("auto", "jpeg", "png"):
             raise FeatureSpecError(f"{what}: format must be 'auto', 'jpeg' or 'png'")
-        if not isinstance(feature.max_pixels, (int, np.integer)) or feature.max_pixels <= 0:
-            raise FeatureSpecError(f"{what}: max_pixels must be a positive int")
+        max_pixels = max_pixels_arg(feature.max_pixels, what)
         decoding = ImageDecoder(
             dtype=dtype_code(dtype),
             height=shape[0],
@@ -529,7 +577,7 @@ def _compile_decoded(name: str, feature: Any, what: str) -> CompiledFeature:
             format=feature.format,
             resize=feature.resize,
             antialias=bool(feature.antialias),
-            max_pixels=int(feature.max_pixels),
+            max_pixels=max_pixels,
             skip_errors=skip_errors,
         )
         out_shape, dynamic = shape, False
@@ -551,6 +599,7 @@ def _compile_decoded(name: str, feature: Any, what: str) -> CompiledFeature:
                     "rank is known"
                 )
             shape_feature, ndim = feature.shape, int(ndim)
+            _check_rank(ndim, what)
             out_shape: tuple = (None,) * ndim
         else:
             if not isinstance(feature.shape, Sequence | np.ndarray):
@@ -570,6 +619,7 @@ def _compile_decoded(name: str, feature: Any, what: str) -> CompiledFeature:
                 raise FeatureSpecError(f"{what}: at most one -1 in a shape")
             dims, ndim = tuple(entries), len(entries)
             out_shape = tuple(d if isinstance(d, int) and d >= 0 else None for d in dims)
+        _check_rank(len(out_shape), what)
         if max_shape is not None and len(max_shape) != len(out_shape):
             raise FeatureSpecError(f"{what}: max_shape {max_shape} has another rank than the shape")
         decoding = RawDecoder(
@@ -585,6 +635,7 @@ def _compile_decoded(name: str, feature: Any, what: str) -> CompiledFeature:
     else:
         dtype = _numeric_dtype(feature.dtype, what, allow_bytes=True)
         out_shape = _sizes(feature.shape, what, "shape", allow_none=True)
+        _check_rank(len(out_shape), what)
         max_shape = (
             None if feature.max_shape is None else _sizes(feature.max_shape, what, "max_shape")
         )
@@ -615,15 +666,23 @@ def _compile_decoded(name: str, feature: Any, what: str) -> CompiledFeature:
     )
 
 
-def compile_feature(name: str, feature: Any, *, in_sequence: bool = False) -> CompiledFeature:
+def compile_feature(
+    name: str, feature: Any, *, in_sequence: bool = False, in_context: bool = False
+) -> CompiledFeature:
     """Validates one spec entry and reduces it to a :class:`CompiledFeature`.
+
+    Args:
+        name: the feature's key in the record (any str, ``""`` too, as in TensorFlow).
+        feature: the spec entry.
+        in_sequence: the entry is a sequence feature of a SequenceExample.
+        in_context: the entry is a context feature of a SequenceExample.
 
     Raises:
         FeatureSpecError: the entry is not a spec type, or its shape/dtype/default is invalid.
     """
     what = f"feature {name!r}"
-    if not isinstance(name, str) or not name:
-        raise FeatureSpecError(f"feature names must be non-empty str, got {name!r}")
+    if not isinstance(name, str):
+        raise FeatureSpecError(f"feature names must be str, got {name!r}")
     if isinstance(feature, _DECODED):
         if in_sequence:
             raise FeatureSpecError(
@@ -638,7 +697,7 @@ def compile_feature(name: str, feature: Any, *, in_sequence: bool = False) -> Co
             )
         dtype = resolve_dtype(feature.dtype)
         shape = _shape(feature.shape, what)
-        _check_row_size(math.prod(shape), what, "its shape holds")
+        _check_row_size(_extent(shape), what, "its shape holds")
         default = (
             None
             if feature.default_value is None
@@ -674,8 +733,16 @@ def compile_feature(name: str, feature: Any, *, in_sequence: bool = False) -> Co
             True,
         )
     if isinstance(feature, FixedLenSequenceFeature):
+        if in_context:
+            # tf.io.parse_sequence_example raises ValueError "Unsupported
+            # FixedLenSequenceFeature ... for key ..." for it (TensorFlow 2.21).
+            raise FeatureSpecError(
+                f"{what}: FixedLenSequenceFeature is not supported in context features (as in "
+                "TensorFlow); use it in sequence_features, or FixedLenFeature / VarLenFeature"
+            )
         dtype = resolve_dtype(feature.dtype)
         shape = _shape(feature.shape, what)
+        _check_rank(len(shape), what, axes_before=2)
         if math.prod(shape) == 0:
             raise FeatureSpecError(
                 f"{what}: a sequence step must hold at least one value, got shape {list(shape)}"
@@ -709,16 +776,23 @@ def compile_feature(name: str, feature: Any, *, in_sequence: bool = False) -> Co
 
 
 def compile_spec(
-    features: Mapping[str, Any] | None, *, in_sequence: bool = False
+    features: Mapping[str, Any] | None, *, in_sequence: bool = False, in_context: bool = False
 ) -> list[CompiledFeature]:
-    """Validates a whole spec dict and checks that no output key collides with another."""
+    """Validates a whole spec dict and checks that no output key collides with another.
+
+    ``in_sequence`` / ``in_context``: the spec is the feature lists / the context of a
+    SequenceExample (see :func:`compile_feature`).
+    """
     if features is None:
         return []
     if not isinstance(features, Mapping):
         raise FeatureSpecError(
             f"a spec must be a dict of name -> feature, got {type(features).__name__}"
         )
-    compiled = [compile_feature(n, f, in_sequence=in_sequence) for n, f in features.items()]
+    compiled = [
+        compile_feature(n, f, in_sequence=in_sequence, in_context=in_context)
+        for n, f in features.items()
+    ]
     keys = set(features)
     for c in compiled:
         if c.kind != KIND_FIXED and length_key(c.name) in keys:

@@ -21,6 +21,7 @@ mod tensor_proto;
 
 pub use pad::MAX_ROW_BYTES;
 pub use rows::{Found, Inputs};
+pub use tensor_proto::MAX_RANK;
 
 use crate::column::{Column, ColumnData};
 use crate::error::Result;

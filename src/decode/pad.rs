@@ -3,14 +3,62 @@
 //! copied to the origin of its zero-padded slot.
 
 use super::rows::{row_err, RowError, RowResult};
+use crate::alloc::AllocError;
+use crate::dtype::OutDType;
+use crate::error::{Error, Location, Result};
 
-/// A decoded row may hold at most this many bytes (checked before allocating from a size a
-/// record declares), and so may each padded row of a batch.
-pub const MAX_ROW_BYTES: usize = 1 << 30;
+pub use crate::alloc::MAX_ROW_BYTES;
 
 /// Elements of `shape`, `None` on overflow.
 pub(super) fn numel(shape: &[usize]) -> Option<usize> {
     shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d))
+}
+
+/// The product of `shape`'s dimensions with zeros counted as one, `None` on overflow: what a
+/// shape costs to describe even when it holds no element. numpy refuses an array whose
+/// dimensions multiply past its size limit even if one of them is 0 (`(0, 2**62, 2**62)` is
+/// "too big"), so a row's limit is checked on this, not on [`numel`].
+pub(super) fn extent(shape: &[usize]) -> Option<usize> {
+    shape
+        .iter()
+        .try_fold(1usize, |a, &d| a.checked_mul(d.max(1)))
+}
+
+/// Bytes one element of `dtype` takes in a column (a bytes element is a borrowed slice).
+pub(super) fn elem_bytes(dtype: OutDType) -> usize {
+    match dtype {
+        OutDType::Bytes => std::mem::size_of::<&[u8]>(),
+        d => d.size(),
+    }
+}
+
+/// Whether a row of `shape` with elements of `elem` bytes is within [`MAX_ROW_BYTES`].
+pub(super) fn within_row_limit(shape: &[usize], elem: usize) -> bool {
+    extent(shape)
+        .and_then(|n| n.checked_mul(elem.max(1)))
+        .is_some_and(|b| b <= MAX_ROW_BYTES)
+}
+
+/// The batch array of `rows` rows of `per_row` elements, from `alloc` (zeroed numbers, or
+/// empty byte strings), for feature `name`; an error rather than an abort when it cannot be
+/// allocated.
+pub(super) fn alloc_batch<T>(
+    name: &str,
+    rows: usize,
+    per_row: usize,
+    alloc: impl FnOnce(usize) -> std::result::Result<Vec<T>, AllocError>,
+) -> Result<Vec<T>> {
+    rows.checked_mul(per_row)
+        .ok_or(None)
+        .and_then(|len| alloc(len).map_err(Some))
+        .map_err(|e| Error::Parse {
+            loc: Location::default(),
+            feature: Some(name.to_owned()),
+            detail: format!(
+                "a batch of {rows} rows of {per_row} elements cannot be allocated{}",
+                e.map_or(String::new(), |e| format!(": {e}"))
+            ),
+        })
 }
 
 /// `[a, b, c]`, for messages.
@@ -45,12 +93,13 @@ pub(super) fn copy_padded<T: Copy>(src: &[T], shape: &[usize], dst: &mut [T], ds
 }
 
 /// The output shape of a batch: the spec's `max_shape`, else each axis's largest among the
-/// decoded rows (fixed axes keep their size). Checked against [`MAX_ROW_BYTES`].
+/// decoded rows (fixed axes keep their size). Checked against [`MAX_ROW_BYTES`] (with
+/// elements of `elem` bytes).
 pub(super) fn batch_shape(
     ndim: usize,
     max_shape: Option<&[usize]>,
     shapes: &[Option<Vec<usize>>],
-    itemsize: usize,
+    elem: usize,
 ) -> RowResult<Vec<usize>> {
     let out = match max_shape {
         Some(m) => m.to_vec(),
@@ -64,8 +113,7 @@ pub(super) fn batch_shape(
             out
         }
     };
-    let bytes = numel(&out).and_then(|n| n.checked_mul(itemsize.max(8)));
-    if bytes.is_none_or(|n| n > MAX_ROW_BYTES) {
+    if !within_row_limit(&out, elem) {
         return Err(RowError::Hard(format!(
             "padding every row to shape {} would take over {MAX_ROW_BYTES} bytes per row",
             fmt_shape(&out)

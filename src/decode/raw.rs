@@ -2,11 +2,15 @@
 //! (`tf.io.decode_raw` + `tf.reshape`), the shape fixed by the spec or read from other features
 //! of the same record.
 
-use super::pad::{batch_shape, check_fits, copy_padded, flat_shapes, numel};
+use super::pad::{
+    alloc_batch, batch_shape, check_fits, copy_padded, elem_bytes, flat_shapes, fmt_shape, numel,
+    within_row_limit, MAX_ROW_BYTES,
+};
 use super::rows::{
     row_err, shape_values, single_bytes, to_dim, Elem, Found, Inputs, RowError, RowResult, Rows,
 };
 use super::spec::{Dim, RawSpec, ShapeFrom};
+use crate::alloc::try_zeroed;
 use crate::column::{Column, ColumnData};
 use crate::dtype::OutDType;
 use crate::error::{Error, Result};
@@ -67,7 +71,14 @@ fn raw_shape(
             describe_dims(&dims)
         ));
     }
-    Ok(dims.into_iter().flatten().collect())
+    let shape: Vec<usize> = dims.into_iter().flatten().collect();
+    if !within_row_limit(&shape, elem_bytes(spec.dtype)) {
+        return row_err(format!(
+            "shape {} is over the {MAX_ROW_BYTES}-byte limit of a row",
+            fmt_shape(&shape)
+        ));
+    }
+    Ok(shape)
 }
 
 fn describe_dims(dims: &[Option<usize>]) -> String {
@@ -113,16 +124,22 @@ pub(super) fn raw_column<'a>(
             ShapeFrom::Feature { .. } => Vec::new(),
         }
     } else {
-        let itemsize = spec.dtype.size();
-        batch_shape(ndim, spec.max_shape.as_deref(), &shapes, itemsize).map_err(|e| match e {
+        batch_shape(
+            ndim,
+            spec.max_shape.as_deref(),
+            &shapes,
+            elem_bytes(spec.dtype),
+        )
+        .map_err(|e| match e {
             RowError::Hard(m) | RowError::Row(m) => Error::spec(Some(rows.name()), m),
         })?
     };
     let little = spec.little_endian;
+    let name = rows.name().to_owned();
     macro_rules! fill {
         ($t:ty, $wrap:expr) => {{
             let n = numel(&out_shape).unwrap_or(0);
-            let mut out: Vec<$t> = vec![<$t>::default(); b * n];
+            let mut out: Vec<$t> = alloc_batch(&name, b, n, try_zeroed::<$t>)?;
             for row in 0..b {
                 if let Some(shape) = &shapes[row] {
                     let vals: Vec<$t> = data[row]

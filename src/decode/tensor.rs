@@ -3,7 +3,8 @@
 //! field) copied into one zero-padded array for the batch.
 
 use super::pad::{
-    batch_shape, check_fits, copy_padded, flat_shapes, fmt_shape, numel, MAX_ROW_BYTES,
+    alloc_batch, batch_shape, check_fits, copy_padded, elem_bytes, flat_shapes, fmt_shape, numel,
+    within_row_limit, MAX_ROW_BYTES,
 };
 use super::rows::{row_err, Elem, RowError, RowResult, Rows};
 use super::spec::{Dim, TensorSpec};
@@ -12,6 +13,7 @@ use super::tensor_proto::{
     value_field, TensorView,
 };
 pub use super::tensor_proto::{serialize_tensor, TensorValues};
+use crate::alloc::{try_filled, try_zeroed};
 use crate::column::{Column, ColumnData};
 use crate::dtype::OutDType;
 use crate::error::{Error, Result};
@@ -55,14 +57,15 @@ fn tensor_row<'a>(spec: &TensorSpec, bytes: &'a [u8]) -> RowResult<TensorRow<'a>
         ));
     }
     check_fits(&view.shape, spec.max_shape.as_deref())?;
-    let n = numel(&view.shape).ok_or_else(|| RowError::Row("tensor shape overflows".into()))?;
-    let size = spec.dtype.size();
-    if n.saturating_mul(size.max(1)) > MAX_ROW_BYTES {
+    if !within_row_limit(&view.shape, elem_bytes(spec.dtype)) {
         return row_err(format!(
             "a tensor of shape {} is over the {MAX_ROW_BYTES}-byte limit",
             fmt_shape(&view.shape)
         ));
     }
+    // Within the limit, so this neither overflows nor is large.
+    let n = numel(&view.shape).unwrap_or(0);
+    let size = spec.dtype.size();
     match (view.content, spec.dtype) {
         (Some(c), OutDType::Bytes) => {
             split_strings(c, n)?;
@@ -92,17 +95,17 @@ fn tensor_row<'a>(spec: &TensorSpec, bytes: &'a [u8]) -> RowResult<TensorRow<'a>
     })
 }
 
-/// Expands a TensorProto's typed values to `n` elements, as `Tensor::FromProto` does.
-fn expand<T: Copy + Default>(vals: Vec<T>, n: usize) -> Vec<T> {
+/// Expands a TensorProto's typed values to `n` elements, as `Tensor::FromProto` does: fewer
+/// values repeat the last one, none means zeros. `n` is within the row limit, but a few bytes
+/// can ask for all of it, so the room is reserved fallibly.
+fn expand<T: Copy + Default>(vals: Vec<T>, n: usize) -> RowResult<Vec<T>> {
     let mut vals = vals;
-    match vals.last().copied() {
-        None => vec![T::default(); n],
-        Some(last) => {
-            vals.truncate(n);
-            vals.resize(n, last);
-            vals
-        }
-    }
+    let fill = vals.last().copied().unwrap_or_default();
+    vals.truncate(n);
+    vals.try_reserve_exact(n - vals.len())
+        .map_err(|_| RowError::Row(format!("cannot allocate {n} elements for the tensor")))?;
+    vals.resize(n, fill);
+    Ok(vals)
 }
 
 /// Decodes every row's serialized tensor into one zero-padded array.
@@ -134,17 +137,22 @@ pub(super) fn tensor_column<'a>(
             .map(|d| if let Dim::Fixed(n) = d { *n } else { 0 })
             .collect()
     } else {
-        batch_shape(ndim, spec.max_shape.as_deref(), &shapes, spec.dtype.size()).map_err(|e| {
-            match e {
-                RowError::Hard(m) | RowError::Row(m) => Error::spec(Some(rows.name()), m),
-            }
+        batch_shape(
+            ndim,
+            spec.max_shape.as_deref(),
+            &shapes,
+            elem_bytes(spec.dtype),
+        )
+        .map_err(|e| match e {
+            RowError::Hard(m) | RowError::Row(m) => Error::spec(Some(rows.name()), m),
         })?
     };
     let n_out = numel(&out_shape).unwrap_or(0);
     let field = value_field(tf_dtype(spec.dtype));
+    let name = rows.name().to_owned();
     macro_rules! fill {
         ($t:ty, $wrap:expr, $fixed:expr, $from:expr) => {{
-            let mut out: Vec<$t> = vec![<$t>::default(); b * n_out];
+            let mut out: Vec<$t> = alloc_batch(&name, b, n_out, try_zeroed::<$t>)?;
             for (row, t) in parsed.iter().enumerate() {
                 let Some(t) = t else { continue };
                 let n = numel(&t.shape).unwrap_or(0);
@@ -155,13 +163,14 @@ pub(super) fn tensor_column<'a>(
                         .collect(),
                     None => {
                         let from: fn(u64) -> $t = $from;
-                        expand(
-                            typed_values(&t.view, field, $fixed)
-                                .into_iter()
-                                .map(from)
-                                .collect(),
-                            n,
-                        )
+                        let typed = typed_values(&t.view, field, $fixed);
+                        match expand(typed.into_iter().map(from).collect(), n) {
+                            Ok(v) => v,
+                            Err(e) => {
+                                rows.fail(row, e)?;
+                                continue;
+                            }
+                        }
                     }
                 };
                 copy_padded(
@@ -189,21 +198,28 @@ pub(super) fn tensor_column<'a>(
         OutDType::U32 => fill!(u32, ColumnData::U32, 0, |v| v as u32),
         OutDType::U64 => fill!(u64, ColumnData::U64, 0, |v| v),
         OutDType::Bytes => {
-            let mut out: Vec<&'a [u8]> = vec![&[]; b * n_out];
+            let mut out: Vec<&'a [u8]> = alloc_batch(&name, b, n_out, |n| try_filled(n, &[][..]))?;
             for (row, t) in parsed.iter().enumerate() {
                 let Some(t) = t else { continue };
                 let n = numel(&t.shape).unwrap_or(0);
                 let vals: Vec<&'a [u8]> = match t.view.content {
                     Some(c) => split_strings(c, n).unwrap_or_default(),
-                    None => expand(
-                        t.view
+                    None => {
+                        let strings = t
+                            .view
                             .values
                             .iter()
                             .filter(|v| v.0 == 8 && v.1 == wire::LEN)
                             .map(|v| v.2)
-                            .collect(),
-                        n,
-                    ),
+                            .collect();
+                        match expand(strings, n) {
+                            Ok(v) => v,
+                            Err(e) => {
+                                rows.fail(row, e)?;
+                                continue;
+                            }
+                        }
+                    }
                 };
                 if vals.len() == n {
                     copy_padded(
@@ -246,7 +262,54 @@ pub fn parse_tensor(data: &[u8], dtype: OutDType) -> Result<Column<'_>> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::tensor_proto::MAX_RANK;
     use super::*;
+
+    /// A TensorProto of `dtype` (TensorFlow's number) and `dims`, then `rest` (value fields).
+    fn proto(dtype: u8, dims: &[u64], rest: &[u8]) -> Vec<u8> {
+        let mut shape = Vec::new();
+        for &d in dims {
+            let mut dim = vec![0x08];
+            wire::write_varint(&mut dim, d);
+            shape.push(0x12);
+            wire::write_varint(&mut shape, dim.len() as u64);
+            shape.extend(dim);
+        }
+        let mut out = vec![0x08, dtype, 0x12];
+        wire::write_varint(&mut out, shape.len() as u64);
+        out.extend(shape);
+        out.extend_from_slice(rest);
+        out
+    }
+
+    #[test]
+    fn shapes_numpy_cannot_hold_or_the_row_limit_refuses_are_errors() {
+        let msg = |data: Vec<u8>, dtype| match parse_tensor(&data, dtype) {
+            Ok(col) => format!("ok {:?}", col.shape),
+            Err(e) => e.to_string(),
+        };
+        // A zero dimension holds no element, but numpy refuses (0, 2^40, 2^40) all the same.
+        let zero = msg(proto(1, &[0, 1 << 40, 1 << 40], &[]), OutDType::F32);
+        assert!(zero.contains("limit"), "{zero}");
+        assert_eq!(
+            msg(proto(1, &[0, 1 << 20], &[]), OutDType::F32),
+            "ok [1, 0, 1048576]"
+        );
+        // More dimensions than numpy's 32 with the batch axis (issue 9 item 9).
+        let ones = [1u64; MAX_RANK + 1];
+        let deep = msg(proto(1, &ones, &[]), OutDType::F32);
+        assert!(deep.contains("dimensions"), "{deep}");
+        let fits = msg(proto(1, &ones[..MAX_RANK], &[]), OutDType::F32);
+        assert_eq!(fits, format!("ok {:?}", [1; MAX_RANK + 1]));
+        // One string_val repeated to 2^27 elements: 2 GiB of slices from 10 bytes.
+        let strings = msg(proto(7, &[1 << 27], &[0x42, 0x01, b'a']), OutDType::Bytes);
+        assert!(strings.contains("limit"), "{strings}");
+        let data = proto(7, &[3], &[0x42, 0x01, b'a']);
+        match parse_tensor(&data, OutDType::Bytes).unwrap().data {
+            ColumnData::Bytes(v) => assert_eq!(v, vec![b"a"; 3]),
+            other => panic!("{other:?}"),
+        }
+    }
 
     #[test]
     fn tensor_proto_fill_rule_and_limits() {

@@ -18,6 +18,10 @@ use crate::dtype::OutDType;
 use crate::error::{Error, Result};
 use crate::wire::{self, read_key, read_len_delimited, read_varint, skip_value, write_varint};
 
+/// The most dimensions a decoded tensor may have: with the batch axis in front, numpy's limit
+/// (32 dimensions in numpy 1.x; 64 in 2.x). TensorFlow allows 254.
+pub const MAX_RANK: usize = 31;
+
 /// The parts of a `TensorProto` the decoder needs, borrowed from the record.
 pub(super) struct TensorView<'a> {
     pub(super) dtype: i64,
@@ -134,6 +138,11 @@ fn parse_shape(data: &[u8]) -> RowResult<Vec<usize>> {
                     }
                 }
                 dims.push(to_dim(size, "a dimension of the tensor")?);
+                if dims.len() > MAX_RANK {
+                    return row_err(format!(
+                        "the tensor has more than {MAX_RANK} dimensions, the most jaxrec returns"
+                    ));
+                }
             }
             (3, wire::VARINT) => {
                 if read_varint(data, &mut pos).ok_or_else(|| bad("bad unknown_rank"))? != 0 {

@@ -73,10 +73,15 @@ pub(super) fn fill_feature_list<'a, T: Zero, D: Decode<'a, T>>(
         }
         rows.push(steps);
     }
-    let max_steps = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let (longest, max_steps) = rows
+        .iter()
+        .map(Vec::len)
+        .enumerate()
+        .max_by_key(|&(_, s)| s)
+        .unwrap_or((0, 0));
     let t = cfg.max_len.unwrap_or(max_steps);
     let mut truncated = 0u64;
-    let mut step_counts = Vec::with_capacity(b);
+    let mut step_counts = ctx.per_row(b)?;
     for (row, steps) in rows.iter_mut().enumerate() {
         if steps.len() > t {
             if !cfg.truncate {
@@ -91,24 +96,32 @@ pub(super) fn fill_feature_list<'a, T: Zero, D: Decode<'a, T>>(
             truncated += 1;
             steps.truncate(t);
         }
-        step_counts.push(steps.len() as i64);
+        step_counts.push(i64::try_from(steps.len()).unwrap_or(i64::MAX));
     }
     match cfg.kind {
         Kind::Var => {
             // Inner width: the longest step of the batch (or of all kept steps).
-            let mut inner = vec![0i32; b * t];
-            let mut width = 0usize;
+            let mut inner = ctx.alloc(b, t, 0i32)?;
+            let (mut width, mut widest) = (0usize, 0usize);
             for (row, steps) in rows.iter().enumerate() {
                 for (s, list) in steps.iter().enumerate() {
                     let c = match list {
                         Some(l) => D::count(l).map_err(|e| ctx.decode_err(row, e))?,
                         None => 0,
                     };
-                    width = width.max(c);
-                    inner[row * t + s] = c as i32;
+                    if c > width {
+                        (width, widest) = (c, row);
+                    }
+                    inner[row * t + s] = ctx.length(row, c)?;
                 }
             }
-            let mut out = vec![pad; b * t * width];
+            // Both sizes come from the data: one record's many steps times another's long step.
+            ctx.check_width::<T>(
+                widest,
+                t.saturating_mul(width),
+                &format!("{t} steps of up to {width} values"),
+            )?;
+            let mut out = ctx.alloc(b, t * width, pad)?;
             for (row, steps) in rows.iter().enumerate() {
                 for (s, list) in steps.iter().enumerate() {
                     if let Some(l) = list {
@@ -122,7 +135,14 @@ pub(super) fn fill_feature_list<'a, T: Zero, D: Decode<'a, T>>(
         }
         _ => {
             let n = cfg.n;
-            let mut out = vec![pad; b * t * n];
+            if cfg.max_len.is_none() {
+                ctx.check_width::<T>(
+                    longest,
+                    t.saturating_mul(n),
+                    &format!("the longest feature list holds {t} steps"),
+                )?;
+            }
+            let mut out = ctx.alloc(b, t * n, pad)?;
             for (row, steps) in rows.iter().enumerate() {
                 for (s, list) in steps.iter().enumerate() {
                     let at = (row * t + s) * n;

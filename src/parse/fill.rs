@@ -4,7 +4,8 @@
 use super::lists::{Decode, DecodeError, Zero};
 use super::scan::Found;
 use super::spec::{FeatureConfig, Kind};
-use crate::error::{Error, Result};
+use crate::alloc::{row_bytes, try_with_capacity, MAX_ROW_BYTES};
+use crate::error::{Error, Location, Result};
 use crate::wire::split_feature;
 
 /// The feature a fill works on, for its error messages.
@@ -30,6 +31,54 @@ impl Ctx<'_> {
                 ),
             ),
         }
+    }
+
+    /// The batch array of this feature: `rows` rows of `per_row` values, each `fill`. A batch
+    /// the machine cannot hold is an error naming the feature, never an abort.
+    pub(super) fn alloc<T: Zero>(&self, rows: usize, per_row: usize, fill: T) -> Result<Vec<T>> {
+        let len = rows.checked_mul(per_row);
+        len.ok_or(None)
+            .and_then(|len| T::filled(len, fill).map_err(Some))
+            .map_err(|e| Error::Parse {
+                loc: Location::default(),
+                feature: Some(self.cfg.name.clone()),
+                detail: format!(
+                    "a batch of {rows} rows of {per_row} {} values cannot be allocated{}",
+                    self.cfg.dtype.name(),
+                    e.map_or(String::new(), |e| format!(": {e}"))
+                ),
+            })
+    }
+
+    /// Checks a padded row width that the data decided (the batch's longest row, found in
+    /// `row`) against [`MAX_ROW_BYTES`]: one long record must not make every row of the batch
+    /// huge (its size would grow with the square of the input).
+    pub(super) fn check_width<T>(&self, row: usize, values: usize, what: &str) -> Result<()> {
+        if row_bytes::<T>(values).is_some() {
+            return Ok(());
+        }
+        Err(self.err(
+            row,
+            format!(
+                "{what}: padding every row of the batch to it would take over {MAX_ROW_BYTES} \
+                 bytes per row; set max_len (with truncate=True) to bound it"
+            ),
+        ))
+    }
+
+    /// A row's length as the int32 the lengths array holds.
+    pub(super) fn length(&self, row: usize, kept: usize) -> Result<i32> {
+        i32::try_from(kept)
+            .map_err(|_| self.err(row, format!("{kept} values overflow an int32 length")))
+    }
+
+    /// An empty vector for one entry per row.
+    pub(super) fn per_row<T>(&self, rows: usize) -> Result<Vec<T>> {
+        try_with_capacity(rows).map_err(|e| Error::Parse {
+            loc: Location::default(),
+            feature: Some(self.cfg.name.clone()),
+            detail: format!("{rows} rows: {e}"),
+        })
     }
 
     /// Splits a found Feature, checking its list type against the spec.
@@ -59,8 +108,9 @@ pub(super) fn fill_fixed<'a, T: Zero, D: Decode<'a, T>>(
     kindless_is_missing: bool,
 ) -> Result<Vec<T>> {
     let n = ctx.cfg.n;
-    let mut out: Vec<T> = vec![T::zero(); found.len() * n];
+    let mut out: Vec<T> = ctx.alloc(found.len(), n, T::zero())?;
     for (row, f) in found.iter().enumerate() {
+        // In bounds: `out` holds found.len() * n values (checked when allocated).
         let dst = &mut out[row * n..(row + 1) * n];
         // A Feature with no list set counts as missing in an Example (as in TensorFlow); in a
         // SequenceExample's context it holds 0 values.
@@ -72,7 +122,9 @@ pub(super) fn fill_fixed<'a, T: Zero, D: Decode<'a, T>>(
             None => None,
         };
         match list {
-            None if defaults.len() == n => dst.copy_from_slice(defaults),
+            // A shape of no values ([0], [2, 0]) has no default in TensorFlow, whatever
+            // default_value says: missing, it is "required but could not be found".
+            None if n > 0 && defaults.len() == n => dst.copy_from_slice(defaults),
             None => {
                 return Err(ctx.err(
                     row,
@@ -121,32 +173,35 @@ pub(super) fn fill_var<'a, T: Zero, D: Decode<'a, T>>(
             steps[row] = count / n;
         }
     }
-    let width = match cfg.max_len {
-        Some(m) => m,
-        None => steps.iter().copied().max().unwrap_or(0),
+    // The batch's longest row sets the width: check it before allocating from it.
+    let (longest, width) = steps
+        .iter()
+        .copied()
+        .enumerate()
+        .max_by_key(|&(_, s)| s)
+        .unwrap_or((0, 0));
+    let what = if n == 1 && cfg.kind == Kind::Var {
+        "values"
+    } else {
+        "steps"
     };
-    let mut truncated = 0u64;
-    let mut out: Vec<T> = vec![pad; found.len() * width * n];
-    let mut lengths = Vec::with_capacity(found.len());
+    ctx.check_width::<T>(
+        longest,
+        width.saturating_mul(n),
+        &format!("the longest row holds {width} {what}"),
+    )?;
+    let row_len = width * n; // within MAX_ROW_BYTES, checked above
+    let mut out: Vec<T> = ctx.alloc(found.len(), row_len, pad)?;
+    let mut lengths = ctx.per_row(found.len())?;
     for (row, list) in lists.iter().enumerate() {
-        let mut kept = steps[row];
-        if kept > width {
-            if !cfg.truncate {
-                return Err(ctx.err(
-                    row,
-                    format!("{} {} but max_len is {width}; pass truncate=True to keep the first {width}", steps[row], if n == 1 && cfg.kind == Kind::Var { "values" } else { "steps" }),
-                ));
-            }
-            truncated += 1;
-            kept = width;
-        }
         if let Some(list) = list {
-            let dst = &mut out[row * width * n..(row + 1) * width * n];
+            let dst = &mut out[row * row_len..(row + 1) * row_len];
             D::decode(list, dst).map_err(|e| ctx.decode_err(row, e))?;
         }
-        lengths.push(kept as i32);
+        lengths.push(ctx.length(row, steps[row])?);
     }
-    Ok((out, width, lengths, truncated))
+    // Every row fits the batch's longest: nothing is truncated without max_len.
+    Ok((out, width, lengths, 0))
 }
 
 /// [`fill_var`] with `max_len` given: rows are decoded in place and checked afterwards.
@@ -158,9 +213,9 @@ fn fill_var_known_width<'a, T: Zero, D: Decode<'a, T>>(
     width: usize,
 ) -> Result<(Vec<T>, usize, Vec<i32>, u64)> {
     let cfg = ctx.cfg;
-    let row_len = width * n;
-    let mut out: Vec<T> = vec![pad; lists.len() * row_len];
-    let mut lengths = Vec::with_capacity(lists.len());
+    let row_len = width * n; // at most MAX_ROW_VALUES (the spec compiler's contract)
+    let mut out: Vec<T> = ctx.alloc(lists.len(), row_len, pad)?;
+    let mut lengths = ctx.per_row(lists.len())?;
     let mut truncated = 0u64;
     for (row, list) in lists.iter().enumerate() {
         let count = match list {
@@ -186,7 +241,7 @@ fn fill_var_known_width<'a, T: Zero, D: Decode<'a, T>>(
             truncated += 1;
             kept = width;
         }
-        lengths.push(kept as i32);
+        lengths.push(ctx.length(row, kept)?);
     }
     Ok((out, width, lengths, truncated))
 }

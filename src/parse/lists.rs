@@ -14,6 +14,7 @@
 
 use half::{bf16, f16};
 
+use crate::alloc::{try_filled, try_filled_zeroable, AllocError};
 use crate::wire::{self, read_key, read_len_delimited, read_varint};
 
 /// Why a list could not be decoded.
@@ -23,9 +24,12 @@ pub(super) enum DecodeError {
     OutOfRange(i64),
 }
 
-/// Output elements have a zero to preallocate rows with before values are decoded in place.
+/// Output elements have a zero to preallocate rows with before values are decoded in place,
+/// and allocate a batch of them fallibly (numbers from zeroed pages when the fill is 0).
 pub(super) trait Zero: Copy {
     fn zero() -> Self;
+    /// `len` copies of `fill`, or an error when the memory cannot be had.
+    fn filled(len: usize, fill: Self) -> Result<Vec<Self>, AllocError>;
 }
 
 macro_rules! zero {
@@ -33,6 +37,10 @@ macro_rules! zero {
         impl Zero for $t {
             #[inline(always)]
             fn zero() -> Self { $z }
+            #[inline]
+            fn filled(len: usize, fill: Self) -> Result<Vec<Self>, AllocError> {
+                try_filled_zeroable(len, fill)
+            }
         }
     )*};
 }
@@ -43,10 +51,17 @@ impl Zero for &[u8] {
     fn zero() -> Self {
         &[]
     }
+    fn filled(len: usize, fill: Self) -> Result<Vec<Self>, AllocError> {
+        try_filled(len, fill)
+    }
 }
 
 pub(super) trait IntOut: Copy {
+    /// An `int64_list` value, if it fits.
     fn from_i64(v: i64) -> Option<Self>;
+    /// A default value of a uint64 feature (defaults may use all of uint64's range, though
+    /// `int64_list` values cannot).
+    fn from_u64(v: u64) -> Option<Self>;
 }
 
 macro_rules! int_out {
@@ -54,6 +69,7 @@ macro_rules! int_out {
         impl IntOut for $t {
             #[inline(always)]
             fn from_i64(v: i64) -> Option<Self> { <$t>::try_from(v).ok() }
+            fn from_u64(v: u64) -> Option<Self> { <$t>::try_from(v).ok() }
         }
     )*};
 }
@@ -67,6 +83,9 @@ impl IntOut for bool {
             1 => Some(true),
             _ => None,
         }
+    }
+    fn from_u64(v: u64) -> Option<Self> {
+        i64::try_from(v).ok().and_then(Self::from_i64)
     }
 }
 
@@ -220,13 +239,15 @@ impl<'a, T: FloatOut> Decode<'a, T> for FloatDecoder {
                             "packed float block is not a multiple of 4 bytes",
                         ));
                     }
-                    let k = block.len() / 4;
-                    let room = out.len().saturating_sub(n).min(k);
-                    // Bulk copy: the compiler turns this into a vectorised load/convert loop.
-                    for (o, c) in out[n..n + room].iter_mut().zip(block.chunks_exact(4)) {
-                        *o = T::from_f32(f32::from_le_bytes([c[0], c[1], c[2], c[3]]));
+                    // Bulk copy into what is left of `out` (nothing once it is full: an earlier
+                    // run may already have filled it, or overfilled it, as `n` counts on), which
+                    // the compiler turns into a vectorised load/convert loop.
+                    if let Some(rest) = out.get_mut(n..) {
+                        for (o, c) in rest.iter_mut().zip(block.chunks_exact(4)) {
+                            *o = T::from_f32(f32::from_le_bytes([c[0], c[1], c[2], c[3]]));
+                        }
                     }
-                    n += k;
+                    n += block.len() / 4;
                 }
                 Some((1, wire::FIXED32)) => {
                     let c = list

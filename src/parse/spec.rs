@@ -48,6 +48,9 @@ pub enum Defaults {
     None,
     /// For integer and bool dtypes, already range-checked.
     Int(Vec<i64>),
+    /// For uint64: its defaults may exceed int64 (a sentinel such as `2**64 - 1`), though the
+    /// values of an `int64_list` cannot.
+    UInt(Vec<u64>),
     /// For float dtypes.
     Float(Vec<f64>),
     /// For bytes.
@@ -119,6 +122,7 @@ impl CompiledSpec {
             let ok_defaults = match (&f.defaults, f.wire()) {
                 (Defaults::None, _) => f.kind == Kind::Fixed,
                 (Defaults::Int(v), Wire::Int64) => v.len() == want,
+                (Defaults::UInt(v), Wire::Int64) => f.dtype == OutDType::U64 && v.len() == want,
                 (Defaults::Float(v), Wire::Float) => v.len() == want,
                 (Defaults::Bytes(v), Wire::Bytes) => v.len() == want,
                 _ => false,

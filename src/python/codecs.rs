@@ -1,7 +1,6 @@
 //! Single values from Python: images decoded and encoded, serialized tensors parsed.
 
 use numpy::{PyArray1, PyArrayMethods};
-use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
 use pyo3::types::PyBytes;
@@ -10,6 +9,7 @@ use super::parser::{column_to_py, Column};
 use crate::decode::image::{self, Format as ImageFormat};
 use crate::decode::tensor::{self, TensorValues};
 use crate::dtype::OutDType;
+use crate::error::Error;
 
 /// Decodes JPEG or PNG bytes to a `(height, width, channels)` uint8 array, GIL released.
 #[pyfunction]
@@ -21,16 +21,22 @@ pub(super) fn decode_image<'py>(
     format: &str,
     max_pixels: u64,
 ) -> PyResult<Bound<'py, PyAny>> {
+    // Argument errors are FeatureSpecErrors, as for the same arguments of an Image entry.
     let format = match format {
         "jpeg" => ImageFormat::Jpeg,
         "png" => ImageFormat::Png,
         "auto" => ImageFormat::Auto,
         other => {
-            return Err(PyValueError::new_err(format!(
-                "unknown image format {other:?}"
-            )))
+            let msg = format!(
+                "decode_image: unknown image format {other:?} (expected auto, jpeg or png)"
+            );
+            return Err(Error::spec(None, msg).into());
         }
     };
+    if !matches!(channels, 1 | 3 | 4) {
+        let msg = format!("decode_image: channels must be 1, 3 or 4, not {channels}");
+        return Err(Error::spec(None, msg).into());
+    }
     let img = py.detach(|| image::decode(&data, format, channels, max_pixels))?;
     Ok(PyArray1::from_vec(py, img.pixels)
         .reshape([img.height, img.width, img.channels])?

@@ -83,17 +83,30 @@ pub(super) fn column_to_py(
         ColumnData::F32(v) => (arr!(v), None),
         ColumnData::F64(v) => (arr!(v), None),
         ColumnData::Bytes(v) => {
-            let objs: Vec<Py<PyAny>> = v
-                .iter()
-                .map(|b| PyBytes::new(py, b).into_any().unbind())
-                .collect();
+            // Runs of one slice (padding, a default, a tensor's repeated last string_val) share
+            // one Python object: a few bytes of record may fill a row with many elements.
+            let mut objs: Vec<Py<PyAny>> = Vec::with_capacity(v.len());
+            let mut last: Option<(&[u8], Py<PyAny>)> = None;
+            for b in &v {
+                let obj = match &last {
+                    Some((prev, obj)) if std::ptr::eq(*prev, *b) => obj.clone_ref(py),
+                    _ => {
+                        let obj = PyBytes::new(py, b).into_any().unbind();
+                        last = Some((b, obj.clone_ref(py)));
+                        obj
+                    }
+                };
+                objs.push(obj);
+            }
             (arr!(objs), None)
         }
     };
     let rows = col.shape.first().copied().unwrap_or(0);
     let shapes = match col.shapes {
         Some(s) => {
-            let ndim = s.len().checked_div(rows).unwrap_or(0);
+            // One dimension per axis of a row (the values are [rows, *row]), also for a batch
+            // of no rows, so its shape is [0, ndim] like every other batch's.
+            let ndim = col.shape.len().saturating_sub(1);
             Some(PyArray1::from_vec(py, s).reshape([rows, ndim])?.unbind())
         }
         None => None,

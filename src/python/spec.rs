@@ -25,7 +25,8 @@ pub(super) struct FeatureArg<'py> {
     shape: Vec<usize>,
     max_len: Option<usize>,
     truncate: bool,
-    /// Flat int64 / float64 values (a numpy array) or a list of bytes, as the dtype reads.
+    /// Flat int64 (uint64 for a uint64 feature) / float64 values (a numpy array) or a list of
+    /// bytes, as the dtype reads.
     default: Option<Bound<'py, PyAny>>,
     allow_missing: bool,
     decoding: Option<DecoderArg>,
@@ -116,6 +117,7 @@ pub(super) fn compile(features: Vec<FeatureArg<'_>>) -> PyResult<CompiledSpec> {
             .ok_or_else(|| Error::internal(format!("feature {:?}: shape overflows", f.name)))?;
         let defaults = match (f.default, dtype.wire()) {
             (None, _) => Defaults::None,
+            (Some(d), Wire::Int64) if dtype == OutDType::U64 => Defaults::UInt(d.extract()?),
             (Some(d), Wire::Int64) => Defaults::Int(d.extract()?),
             (Some(d), Wire::Float) => Defaults::Float(d.extract()?),
             (Some(d), Wire::Bytes) => Defaults::Bytes(

@@ -82,16 +82,15 @@ def test_str_arrays_round_trip_as_utf8(arr):
     assert back.reshape(-1).tolist() == [s.encode("utf-8") for s in arr.reshape(-1).tolist()]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="serialize_tensor lets UnicodeEncodeError out for a str with a lone surrogate (so does "
-    "encode_example(..., formats={'x': 'tensor'})), where encode_example's bytes_list path "
-    "raises EncodeError naming the feature",
-)
 @pytest.mark.parametrize("value", ["\ud800", np.array(["ok", "\udfff"])], ids=repr)
 def test_unencodable_str_is_an_encode_error(value):
     with pytest.raises(jr.EncodeError, match="UTF-8"):
         jr.serialize_tensor(value)
+
+
+def test_unencodable_str_in_encode_example_names_the_feature():
+    with pytest.raises(jr.EncodeError, match="feature 'x'.*UTF-8"):
+        jr.encode_example({"x": np.array(["ok", "\udfff"])}, formats={"x": "tensor"})
 
 
 @given(hnp.arrays(hnp.byte_string_dtypes(max_len=6), SHAPES))

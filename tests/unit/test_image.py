@@ -119,6 +119,98 @@ def test_huge_header_is_refused_before_allocating(make):
         parse(records(jr.encode_png(rgb())), shape=(8, 8, 3), resize="crop_or_pad", max_pixels=100)
 
 
+def _png_declaring(width: int, height: int, depth: int = 8, color: int = 2) -> bytes:
+    """A small PNG whose header declares ``width x height``: IHDR, one IDAT, IEND."""
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        body = kind + data
+        return struct.pack(">I", len(data)) + body + struct.pack(">I", zlib.crc32(body))
+
+    ihdr = struct.pack(">IIBBBBB", width, height, depth, color, 0, 0, 0)
+    idat = zlib.compress(b"\x00" * 16)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", idat) + chunk(b"IEND", b"")
+
+
+# issue 9 item 2: with max_pixels raised, a 72-byte PNG declaring 1 x (2**31 - 1) RGB pixels (or a
+# JPEG of 65535 x 65535) made Rust abort the process ("memory allocation of 6442450941 bytes
+# failed"). Whatever max_pixels says, no decoding buffer may exceed a decoded row's 1 GiB.
+@pytest.mark.parametrize(
+    "bomb",
+    [
+        _png_declaring(1, 2**31 - 1),
+        _png_declaring(2**31 - 1, 1),
+        _png_declaring(2**16, 2**14, depth=16, color=6),  # an 8 GiB 16-bit RGBA frame
+        _jpeg_header_only(65535, 65535),
+        _jpeg_header_only(23000, 23000),  # pixels fit in 1 GiB, its coefficients do not
+    ],
+    ids=["png-tall", "png-wide", "png-16bit-rgba", "jpeg-max", "jpeg-coefficients"],
+)
+@pytest.mark.parametrize("max_pixels", [1 << 40, 2**64 - 1, 2**70])
+def test_no_header_allocates_past_the_row_limit(bomb, max_pixels):
+    assert len(bomb) < 700
+    with pytest.raises(jr.ExampleParseError, match="limit of one decoded row"):
+        jr.decode_image(bomb, channels=3 if b"PNG" not in bomb[:4] else 1, max_pixels=max_pixels)
+    out = parse(
+        records(bomb, jr.encode_png(rgb())),
+        shape=(12, 16, 3),
+        max_pixels=max_pixels,
+        on_error="skip",
+    )
+    assert out["image_valid"].tolist() == [False, True]
+    with pytest.raises(jr.ExampleParseError, match="limit of one decoded row"):
+        parse(records(bomb), shape=(8, 8, 3), resize="crop_or_pad", max_pixels=max_pixels)
+
+
+def test_a_palette_of_a_partial_entry_is_an_error_not_a_panic():
+    # Found by tests/fuzz: png 0.18 panicked expanding it (a PanicException, a BaseException).
+    png = jr.encode_png(rgb(2, 2))
+    ihdr = struct.pack(">IIBBBBB", 2, 2, 8, 3, 0, 0, 0)
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return (
+            struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+        )
+
+    idat = zlib.compress(b"\x00\x00\x01\x00\x01\x00")
+    bad = png[:8] + chunk(b"IHDR", ihdr) + chunk(b"PLTE", b"\x00\xff\x00\x10\xef")
+    bad += chunk(b"tRNS", b"\x00\xff") + chunk(b"IDAT", idat) + chunk(b"IEND", b"")
+    with pytest.raises(jr.ExampleParseError, match="PLTE"):
+        jr.decode_image(bad, channels=4)
+    out = parse(records(bad), shape=(2, 2, 4), on_error="skip")
+    assert out["image_valid"].tolist() == [False]
+
+
+# issue 9 item 9: decode_image's argument errors are JaxrecErrors (FeatureSpecError, also a
+# ValueError: the same rules as an Image entry's), never OverflowError or a bare ValueError.
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(max_pixels=-1), "max_pixels must be a positive int"),
+        (dict(max_pixels=0), "max_pixels must be a positive int"),
+        (dict(max_pixels=1.5), "max_pixels must be a positive int"),
+        (dict(channels=2), "channels must be 1, 3 or 4"),
+        (dict(channels=2**70), "channels must be 1, 3 or 4"),
+        (dict(channels=True), "channels must be 1, 3 or 4"),
+        (dict(dtype=np.int16), "dtype must be uint8 or float32"),
+        (dict(dtype=None), "dtype is required"),
+        (dict(format="gif"), "unknown image format"),
+        (dict(format=None), "unknown image format"),
+    ],
+    ids=repr,
+)
+def test_decode_image_argument_errors_are_jaxrec_errors(kwargs, match):
+    with pytest.raises(jr.FeatureSpecError, match=match):
+        jr.decode_image(jr.encode_png(rgb()), **kwargs)
+
+
+@pytest.mark.parametrize("max_pixels", [2**64, 2**70])
+def test_a_max_pixels_past_uint64_means_no_budget(max_pixels):
+    img = rgb()
+    assert (jr.decode_image(jr.encode_png(img), max_pixels=max_pixels) == img).all()
+    out = parse(records(jr.encode_png(img)), shape=(12, 16, 3), max_pixels=max_pixels)
+    assert (out["image"][0] == img).all()
+
+
 def _corrupt_cases():
     png = jr.encode_png(rgb())
     jpg = jr.encode_jpeg(rgb(), quality=90)

@@ -262,3 +262,268 @@ def test_records_with_different_key_orders_in_one_batch():
     assert out["a"].tolist() == [1, 10, -1, 1000, 6]
     assert out["b"].tolist() == [2, 20, 200, 2000, 7]
     assert out["c"].tolist() == [3, 30, -1, 3000, -1]
+
+
+# --- issue 9: legal and malformed wire forms, never a panic ------------------------------------
+
+
+def _packed(values, float_list: bool) -> bytes:
+    """One packed block of a FloatList / Int64List (field 1, length-delimited)."""
+    if float_list:
+        body = np.asarray(values, "<f4").tobytes()
+    else:
+        body = b"".join(_varint(int(v) & (2**64 - 1)) for v in values)
+    return b"\x0a" + _varint(len(body)) + body
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    return bytes(out + bytes([n]))
+
+
+def _example_with_list(name: str, kind: int, list_bytes: bytes) -> bytes:
+    """An Example whose feature ``name`` holds a list message of ``kind`` (1 bytes, 2 float,
+    3 int64) given as raw bytes."""
+    feature = bytes([kind << 3 | 2]) + _varint(len(list_bytes)) + list_bytes
+    key = name.encode()
+    entry = b"\x0a" + _varint(len(key)) + key + b"\x12" + _varint(len(feature)) + feature
+    features = b"\x0a" + _varint(len(entry)) + entry
+    return b"\x0a" + _varint(len(features)) + features
+
+
+_FLOATS = [np.float16, ml_dtypes.bfloat16, np.float32, np.float64]
+_INTS = [np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64]
+
+
+def _runs(float_list: bool) -> dict[str, bytes]:
+    """[1, 2, 3, 4] in arrangements of packed runs and unpacked values protobuf reads alike."""
+    loose = (
+        (lambda v: b"\x0d" + np.float32(v).tobytes())
+        if float_list
+        else (lambda v: b"\x08" + _varint(v))
+    )
+    p = lambda *v: _packed(list(v), float_list)  # noqa: E731
+    return {
+        "3+1": p(1, 2, 3) + p(4),  # issue 9 item 1
+        "1+3": p(1) + p(2, 3, 4),
+        "1+1+1+1": p(1) + p(2) + p(3) + p(4),
+        "2+empty+2": p(1, 2) + p() + p(3, 4),
+        "packed+loose": p(1, 2, 3) + loose(4),
+        "loose+packed": loose(1) + p(2, 3, 4),
+        "mixed": loose(1) + p(2) + loose(3) + p(4),
+    }
+
+
+@pytest.mark.parametrize("arrangement", list(_runs(True)))
+@pytest.mark.parametrize("float_list", [True, False], ids=["float_list", "int64_list"])
+def test_lists_in_several_packed_runs_never_panic(float_list, arrangement):
+    # A FloatList of two packed runs (3 values, then 1) raised pyo3's PanicException (a
+    # BaseException: `except Exception` and on_error="skip" missed it) with FixedLen([2]) and
+    # VarLen(max_len=2); every list type, every output dtype, every kind reads them as [1, 2, 3, 4].
+    rec = [_example_with_list("x", 2 if float_list else 3, _runs(float_list)[arrangement])]
+    for dtype in _FLOATS if float_list else _INTS:
+        out = jr.parse_example(rec, {"x": jr.FixedLenFeature([4], dtype)})["x"]
+        assert out.dtype == np.dtype(dtype) and out.tolist() == [[1, 2, 3, 4]]
+        with pytest.raises(jr.ExampleParseError, match="expected 2 values .* found 4"):
+            jr.parse_example(rec, {"x": jr.FixedLenFeature([2], dtype)})
+        with pytest.raises(jr.ExampleParseError, match="4 values but max_len is 2"):
+            jr.parse_example(rec, {"x": jr.VarLenFeature(dtype, max_len=2)})
+        cut = jr.parse_example(rec, {"x": jr.VarLenFeature(dtype, max_len=2, truncate=True)})
+        assert cut["x"].tolist() == [[1, 2]] and cut["x_length"].tolist() == [2]
+        var = jr.parse_example(rec, {"x": jr.VarLenFeature(dtype)})
+        assert var["x"].tolist() == [[1, 2, 3, 4]] and var["x_length"].tolist() == [4]
+        seq = jr.FixedLenSequenceFeature([2], dtype, allow_missing=True, max_len=1, truncate=True)
+        assert jr.parse_example(rec, {"x": seq})["x"].tolist() == [[[1, 2]]]
+
+
+@pytest.mark.parametrize("tail", [b"\x80", b"\xff\x80", b"\x80\x80\x80", b"\xff" * 10])
+@pytest.mark.parametrize(
+    "feature",
+    [
+        jr.FixedLenFeature([2], np.int64),
+        jr.FixedLenFeature([2], np.int8),
+        jr.VarLenFeature(np.int32),
+        jr.VarLenFeature(np.uint8, max_len=1, truncate=True),
+        jr.FixedLenSequenceFeature([], np.int16, allow_missing=True),
+    ],
+    ids=repr,
+)
+def test_a_packed_block_cut_inside_its_last_varint(feature, tail):
+    # issue 14: no test reached the end of a packed int64 block inside a varint (the fast
+    # paths for 1-3 byte varints read ahead there).
+    block = b"\x01" + tail
+    rec = _example_with_list("x", 3, b"\x0a" + _varint(len(block)) + block)
+    with pytest.raises(jr.ExampleParseError, match="malformed int64_list") as e:
+        jr.parse_example([rec], {"x": feature})
+    assert e.value.feature == "x" and e.value.record_index == 0
+
+
+@pytest.mark.parametrize(
+    "record",
+    [
+        b"\x00\x05" + _example_with_list("x", 3, _packed([7], False)),  # before the features
+        _example_with_list("x", 3, _packed([7], False)) + b"\x02\x00",  # after them
+        _example_with_list("x", 3, _packed([7], False) + b"\x00\x01"),  # inside the list
+    ],
+    ids=["top-level", "after", "in-list"],
+)
+def test_field_number_zero_is_malformed(record):
+    # Protobuf forbids field number 0 (python protobuf: "Wire format was corrupt"); TensorFlow
+    # 2.21's fast parser skips it at the top level of a record, jaxrec refuses it everywhere.
+    with pytest.raises(jr.ExampleParseError, match="malformed"):
+        jr.parse_example([record], {"x": jr.FixedLenFeature([], np.int64)})
+
+
+def test_padding_a_batch_to_its_longest_row_is_bounded():
+    # Two small SequenceExamples (a feature list of 2**16 empty steps; one of a single step of
+    # 2**15 values) would pad to [2, 2**16, 2**15] int64: 32 GiB from 160 KiB of records.
+    def seq(feature_list: bytes) -> bytes:
+        entry = b"\x0a\x01x\x12" + _varint(len(feature_list)) + feature_list
+        lists = b"\x0a" + _varint(len(entry)) + entry
+        return b"\x12" + _varint(len(lists)) + lists
+
+    many = b"\x0a\x00" * (1 << 16)
+    values = _packed([1] * (1 << 15), False)
+    feature = b"\x1a" + _varint(len(values)) + values
+    one_long = b"\x0a" + _varint(len(feature)) + feature
+    spec = {"x": jr.VarLenFeature(np.int64)}
+    with pytest.raises(jr.ExampleParseError, match="set max_len") as e:
+        jr.parse_sequence_example([seq(many), seq(one_long)], {}, spec)
+    assert e.value.feature == "x"
+    # Each alone pads to what it holds.
+    _, fl, lengths = jr.parse_sequence_example([seq(one_long)], {}, spec)
+    assert fl["x"].shape == (1, 1, 1 << 15) and lengths["x"].tolist() == [1]
+
+
+# --- issue 9 item 13: parity with tf.io, pinned to what TensorFlow 2.21.0 (tensorflow-cpu) does ---
+
+
+def test_a_fixed_len_feature_of_no_values_is_required_like_tensorflow():
+    # tf.io.parse_example([ex], {"z": tf.io.FixedLenFeature([0], tf.int64, default_value=dv)})
+    # for dv in (None, [], np.zeros([0])) raised InvalidArgumentError "Name: <unknown>, Feature: z
+    # (data type: int64) is required but could not be found." (TF 2.21.0); a [2, 0] float shape
+    # the same; with the feature present and empty it returned shape (1, 0), and an empty batch
+    # gave (0, 0).
+    missing = jr.encode_example({"a": 1})
+    present = _example_with_list("z", 3, b"")
+    for default in (None, [], np.zeros([0], np.int64), 4):
+        spec = {"z": jr.FixedLenFeature([0], np.int64, default_value=default)}
+        with pytest.raises(jr.ExampleParseError, match="required feature is missing") as e:
+            jr.parse_example([present, missing], spec)
+        assert e.value.record_index == 1 and e.value.feature == "z"
+        assert jr.parse_example([present], spec)["z"].shape == (1, 0)
+        assert jr.parse_example([], spec)["z"].shape == (0, 0)
+    with pytest.raises(jr.ExampleParseError, match="required feature is missing"):
+        jr.parse_example([missing], {"z": jr.FixedLenFeature([2, 0], np.float32)})
+    # A kind-less Feature counts as missing in an Example (TF: the same error).
+    kindless = b"\x0a\x07\x0a\x05\x0a\x01z\x12\x00"
+    with pytest.raises(jr.ExampleParseError, match="required feature is missing"):
+        jr.parse_example([kindless], {"z": jr.FixedLenFeature([0], np.int64)})
+    # In a SequenceExample's context too (TF 2.21.0: "Feature: c (data type: int64) is
+    # required but could not be found.").
+    with pytest.raises(jr.ExampleParseError, match="required feature is missing"):
+        jr.parse_sequence_example([b""], {"c": jr.FixedLenFeature([0], np.int64)}, {})
+
+
+@pytest.mark.parametrize("allow_missing", [True, False])
+def test_a_fixed_len_sequence_feature_in_the_context_is_refused_like_tensorflow(allow_missing):
+    # tf.io.parse_sequence_example(..., context_features={"c": FixedLenSequenceFeature([],
+    # tf.int64, allow_missing=...)}) raised ValueError "Unsupported FixedLenSequenceFeature
+    # FixedLenSequenceFeature(shape=[], ...) for key 'c'" (TF 2.21.0), also in
+    # parse_single_sequence_example.
+    ctx = {"c": jr.FixedLenSequenceFeature([], np.int64, allow_missing=allow_missing)}
+    with pytest.raises(jr.FeatureSpecError, match="not supported in context features"):
+        jr.parse_sequence_example([b""], ctx, {})
+    with pytest.raises(jr.FeatureSpecError, match="not supported in context features"):
+        jr.parse_single_sequence_example(b"", ctx, {"s": jr.VarLenFeature(np.int64)})
+    with pytest.raises(jr.FeatureSpecError):
+        jr.ExampleParser(ctx, {})
+    # In parse_example it stays what it was (with allow_missing=True, as TF requires).
+    if allow_missing:
+        out = jr.parse_example([jr.encode_example({"c": [1, 2]})], ctx)
+        assert out["c"].tolist() == [[1, 2]]
+
+
+def test_an_empty_feature_name_parses_like_tensorflow():
+    # TF 2.21.0, an Example {"": int64_list [7]} and one without it:
+    #   {"": FixedLenFeature([], tf.int64)}                  -> [7]; missing: InvalidArgumentError
+    #                                                           "Feature:  (data type: int64) is
+    #                                                           required but could not be found."
+    #   {"": VarLenFeature(tf.int64)}                        -> values [7] / none (dense [[7]])
+    #   {"": FixedLenFeature([], tf.int64, default_value=3)} -> [7]; missing: [3]
+    with_name = jr.encode_example({"": [7]})
+    without = jr.encode_example({"a": 1})
+    assert jr.parse_example([with_name], {"": jr.FixedLenFeature([], np.int64)})[""].tolist() == [7]
+    with pytest.raises(jr.ExampleParseError, match="required feature is missing") as e:
+        jr.parse_example([without], {"": jr.FixedLenFeature([], np.int64)})
+    assert e.value.feature == ""
+    var = jr.parse_example([with_name, without], {"": jr.VarLenFeature(np.int64)})
+    assert var[""].tolist() == [[7], [0]] and var["_length"].tolist() == [1, 0]
+    dflt = jr.parse_example(
+        [with_name, without], {"": jr.FixedLenFeature([], np.int64, default_value=3)}
+    )
+    assert dflt[""].tolist() == [7, 3]
+    # A SequenceExample with context {"": [5]} and feature list {"": [[1, 2]]}: TF returned
+    # context [5], feature list [[[1, 2]]], lengths [1].
+    seq = jr.encode_sequence_example(context={"": [5]}, feature_lists={"": [[1, 2]]})
+    ctx, fl, lengths = jr.parse_sequence_example(
+        [seq],
+        {"": jr.FixedLenFeature([], np.int64)},
+        {"": jr.FixedLenSequenceFeature([2], np.int64)},
+    )
+    assert ctx[""].tolist() == [5] and fl[""].tolist() == [[[1, 2]]]
+    assert lengths[""].tolist() == [1]
+
+
+# --- decoded columns of an empty batch, and tensors numpy cannot hold -------------------------
+
+
+@pytest.mark.parametrize(
+    "feature, ndim",
+    [
+        (jr.RawTensor(np.int16, ("h", -1), max_shape=(4, 8)), 2),
+        (jr.RawTensor(np.uint8, "shape", ndim=3), 3),
+        (jr.SerializedTensor(np.float32, [None, 4]), 2),
+    ],
+    ids=repr,
+)
+def test_shapes_of_an_empty_batch_have_a_column_per_axis(feature, ndim):
+    # <name>_shape of a batch of no records was (0, 0), not (0, ndim): the Loader pads its
+    # last batch from such a parse, and then failed to concatenate (found by tests/fuzz).
+    out = jr.parse_example([], {"x": feature})
+    assert out["x_shape"].shape == (0, ndim) and out["x_shape"].dtype == np.int32
+
+
+@pytest.mark.parametrize("rank", [32, 40, 65])
+def test_parse_tensor_of_too_many_dimensions_names_the_limit(rank):
+    # issue 9 item 9: numpy's bare ValueError ("maximum supported dimension ...") came out.
+    dims = b"".join(b"\x12\x02\x08\x01" for _ in range(rank))
+    data = b"\x08\x01\x12" + _varint(len(dims)) + dims
+    with pytest.raises(jr.ExampleParseError, match="more than 31 dimensions"):
+        jr.parse_tensor(data, np.float32)
+    spec = {"t": jr.SerializedTensor(np.float32, [None] * 2, on_error="skip")}
+    out = jr.parse_example([jr.encode_example({"t": data})], spec)
+    assert out["t_valid"].tolist() == [False]
+
+
+def test_parse_tensor_of_31_dimensions():
+    arr = np.arange(2, dtype=np.float32).reshape([1] * 30 + [2])
+    assert (jr.parse_tensor(jr.serialize_tensor(arr), np.float32) == arr).all()
+
+
+@pytest.mark.parametrize("dims", [[0, 1 << 40, 1 << 40], [1 << 62, 0, 4]])
+def test_a_tensor_with_a_zero_dimension_numpy_cannot_hold(dims):
+    # numpy refuses (0, 2**40, 2**40) ("array is too big") though it holds no element; it came
+    # out as a bare ValueError (found by tests/fuzz).
+    shape = b"".join(b"\x12" + _varint(len(_varint(d)) + 1) + b"\x08" + _varint(d) for d in dims)
+    data = b"\x08\x01\x12" + _varint(len(shape)) + shape
+    with pytest.raises(jr.ExampleParseError, match="limit"):
+        jr.parse_tensor(data, np.float32)
+    out = jr.parse_example(
+        [jr.encode_example({"t": data})],
+        {"t": jr.SerializedTensor(np.float32, [None, None, None], on_error="skip")},
+    )
+    assert out["t_valid"].tolist() == [False] and out["t"].shape == (1, 0, 0, 0)

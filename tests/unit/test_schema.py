@@ -466,6 +466,25 @@ def test_proposed_spec_parses_every_record_it_was_inferred_from(records):
         assert_reads_back(records, ns["context_spec"], ns["sequence_spec"])
 
 
+@pytest.mark.parametrize(
+    "records",
+    [
+        # A feature always empty but missing from one record: a FixedLenFeature([0]) cannot be
+        # missing (TensorFlow has no default for a shape of no values; see test_parse.py).
+        [b"\n\t\n\x07\n\x01a\x12\x02\x1a\x00", b"\n\x00"],
+        # An empty feature name is a name like any other (TensorFlow parses it).
+        [jr.encode_example({"": [1, 2], "b": 1.0}), jr.encode_example({"": [3]})],
+    ],
+    ids=["empty-and-missing", "empty-name"],
+)
+def test_proposed_spec_parses_records_that_broke_it(records):
+    with tempfile.TemporaryDirectory() as tmp:
+        schema = infer_schema(write(Path(tmp) / "p.tfrecord", records), limit=0)
+    spec, seq = schema.spec()
+    assert_reads_back(records, spec, seq)
+    assert_reads_back(records, exec_spec(schema.spec_code())["spec"], None)
+
+
 def test_sequence_context_features_with_no_list_set():
     """Issue 9 item 11: in a SequenceExample's context a kind-less Feature holds 0 values (not
     missing, as in an Example), so a scalar FixedLenFeature cannot read it; nor can a

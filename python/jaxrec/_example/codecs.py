@@ -23,8 +23,8 @@ import numpy as np
 
 from jaxrec import _native
 from jaxrec._parse import column_values
-from jaxrec._spec import dtype_code, resolve_dtype
-from jaxrec.errors import EncodeError
+from jaxrec._spec import dtype_code, max_pixels_arg, resolve_dtype
+from jaxrec.errors import EncodeError, FeatureSpecError
 
 __all__ = ["decode_image", "encode_jpeg", "encode_png", "parse_tensor", "serialize_tensor"]
 
@@ -108,16 +108,23 @@ def decode_image(
         ``(height, width, channels)`` array.
 
     Raises:
-        ExampleParseError: corrupt, truncated, unsupported or too large.
+        ExampleParseError: corrupt, truncated, unsupported or too large (over ``max_pixels``,
+            or a pixel buffer over a decoded row's 1 GiB, whatever ``max_pixels`` says).
+        FeatureSpecError: an argument is invalid (the same rules as :class:`~jaxrec.Image`).
     """
-    if channels not in (1, 3, 4):
-        raise ValueError(f"channels must be 1, 3 or 4, got {channels}")
-    out = _native.decode_image(bytes(contents), channels, format, int(max_pixels))
-    resolved = np.dtype(dtype)
+    if isinstance(channels, bool) or channels not in (1, 3, 4):
+        raise FeatureSpecError(f"decode_image: channels must be 1, 3 or 4, got {channels!r}")
+    if format not in ("auto", "jpeg", "png"):
+        raise FeatureSpecError(
+            f"decode_image: unknown image format {format!r} (expected 'auto', 'jpeg' or 'png')"
+        )
+    resolved = resolve_dtype(dtype)
+    if resolved not in (np.dtype(np.uint8), np.dtype(np.float32)):
+        raise FeatureSpecError(f"decode_image: dtype must be uint8 or float32, got {resolved}")
+    budget = max_pixels_arg(max_pixels, "decode_image")
+    out = _native.decode_image(bytes(contents), int(channels), format, budget)
     if resolved == np.float32:
         return out.astype(np.float32) * np.float32(1.0 / 255.0)
-    if resolved != np.uint8:
-        raise ValueError(f"dtype must be uint8 or float32, got {resolved}")
     return out
 
 
@@ -133,14 +140,20 @@ def serialize_tensor(array: Any) -> bytes:
         spec entry (or TensorFlow's ``tf.io.parse_tensor``) reads it back.
 
     Raises:
-        EncodeError: an unsupported dtype (complex, datetime, ...).
+        EncodeError: an unsupported dtype (complex, datetime, ...), or a str that cannot be
+            encoded as UTF-8 (a lone surrogate).
     """
     arr = np.asarray(array)
     if arr.dtype.kind in "SUO":
         strings = []
         for v in arr.reshape(-1).tolist():
             if isinstance(v, str):
-                v = v.encode("utf-8")
+                try:
+                    v = v.encode("utf-8")
+                except UnicodeEncodeError as e:
+                    raise EncodeError(
+                        f"serialize_tensor: str {v!r} cannot be encoded as UTF-8 ({e.reason})"
+                    ) from e
             elif not isinstance(v, (bytes, bytearray)):
                 raise EncodeError(f"serialize_tensor: an object array holds a {type(v).__name__}")
             strings.append(bytes(v))

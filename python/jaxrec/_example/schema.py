@@ -249,7 +249,7 @@ class Schema:
         """``(spec expression or None, comment)`` for one feature or feature list.
 
         What is proposed parses every record scanned, under the rules of the parser that will
-        read it (``src/example.rs``, pinned by the golden files): a Feature with no list type
+        read it (``src/parse/``, pinned by the golden files): a Feature with no list type
         set is *missing* in an Example (so a FixedLenFeature's default fills it) but holds *0
         values* in a SequenceExample's context (so only a VarLenFeature, or a FixedLenFeature of
         0 values, reads it), and is a step of 0 values in a feature list (so only a
@@ -258,8 +258,6 @@ class Schema:
         dtype = self._dtype(s)
         if dtype is None:
             return None, s.summary()
-        if not s.name:
-            return None, "an empty feature name cannot be parsed"
         # Feature lists count kind-less steps as 0 values already (infer_schema).
         lo, hi = s.min_count, s.max_count
         empty = not in_list and self.kind == "SequenceExample" and s.kindless > 0
@@ -280,7 +278,9 @@ class Schema:
             note += f"; missing in {missing} of {self.examples}"
         if empty:
             note += f"; no list set in {s.kindless} (0 values)"
-        if lo == hi and hi is not None:
+        # A FixedLenFeature of no values has no default (as in TensorFlow): a record missing
+        # it fails, so a feature that is always empty but sometimes missing is a VarLen.
+        if lo == hi and hi is not None and (hi > 0 or not missing):
             shape = "[]" if hi == 1 else f"[{hi}]"
             default = ""
             if missing:

@@ -14,6 +14,7 @@ from typing import Any, Literal
 from jaxrec import _native
 from jaxrec._io.paths import PathLike, StorageOptions, expand_paths, is_url, url_filesystem
 from jaxrec._io.remote import ReadAheadFile, check_file, remote_errors
+from jaxrec.errors import FeatureSpecError
 
 __all__ = ["TFRecordWriter", "open_reader", "read_chunks", "read_records", "skips_errors"]
 
@@ -182,10 +183,11 @@ def skips_errors(on_error: str) -> bool:
     """Checks an ``on_error`` argument: True for ``"skip"``, False for ``"raise"``.
 
     Raises:
-        ValueError: any other value.
+        FeatureSpecError: any other value (a ``ValueError`` too): the error the same misspelling
+            gets in an ``Image`` / ``RawTensor`` / ``SerializedTensor`` entry.
     """
     if on_error not in ("raise", "skip"):
-        raise ValueError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
+        raise FeatureSpecError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
     return on_error == "skip"
 
 

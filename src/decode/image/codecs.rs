@@ -8,8 +8,18 @@ use zune_core::colorspace::ColorSpace;
 use zune_core::options::DecoderOptions;
 use zune_jpeg::JpegDecoder;
 
-use super::types::{check_pixels, Decoded};
+use super::types::{check_buffer, check_pixels, Decoded};
+use crate::alloc::MAX_ROW_BYTES;
 use crate::error::{Error, Result};
+
+/// Resizes a reused pixel buffer to `len` zeros, or refuses when the memory is not there.
+fn fill_zeros(buf: &mut Vec<u8>, len: usize) -> Result<()> {
+    buf.clear();
+    buf.try_reserve_exact(len)
+        .map_err(|_| Error::decode(format!("cannot allocate {len} bytes for the pixels")))?;
+    buf.resize(len, 0);
+    Ok(())
+}
 
 /// Checks that a JPEG holds an end-of-image marker after its first start-of-scan.
 ///
@@ -97,6 +107,17 @@ pub(super) fn decode_jpeg(
         .ok_or_else(|| Error::decode("corrupt JPEG: no frame header"))?;
     let (width, height) = (usize::from(info.width), usize::from(info.height));
     check_pixels(width, height, max_pixels)?;
+    check_buffer(width, height, channels, "the pixels")?;
+    // The decoder keeps 16-bit coefficients of every component of a progressive (or
+    // multi-scan) image, padded to whole 16x16 blocks: bound them before it allocates them.
+    let components = usize::from(info.components.max(1));
+    let padded = |side: usize| side.div_ceil(16) * 16;
+    check_buffer(
+        padded(width),
+        padded(height),
+        2 * components,
+        "its coefficients",
+    )?;
     let size = decoder
         .output_buffer_size()
         .ok_or_else(|| Error::decode("corrupt JPEG: image size overflows"))?;
@@ -105,8 +126,7 @@ pub(super) fn decode_jpeg(
             "JPEG decodes to {size} bytes, not {width}x{height}x{channels}"
         )));
     }
-    pixels.clear();
-    pixels.resize(size, 0);
+    fill_zeros(&mut pixels, size)?;
     decoder
         .decode_into(&mut pixels)
         .map_err(|e| Error::decode(format!("corrupt JPEG: {e}")))?;
@@ -143,17 +163,35 @@ pub(super) fn decode_png(
     };
     let (width, height) = (w as usize, h as usize);
     check_pixels(width, height, max_pixels)?;
+    check_buffer(width, height, channels, "the pixels")?;
     // The decoder's own allocation budget: the checked frame plus its row buffers.
     let budget = (max_pixels as usize)
         .saturating_mul(8)
+        .min(2 * MAX_ROW_BYTES)
         .saturating_add(1 << 20);
     decoder.set_limits(png::Limits { bytes: budget });
     let mut reader = decoder.read_info().map_err(corrupt)?;
+    // libpng refuses a palette of a partial entry or of over 256 entries; png 0.18 panics on
+    // the first while expanding it (an index out of range), so it is checked here.
+    if let Some(palette) = reader.info().palette.as_deref() {
+        if palette.len() % 3 != 0 || palette.len() > 3 * 256 {
+            return Err(Error::decode(format!(
+                "corrupt PNG: a palette (PLTE) of {} bytes is not 1 to 256 RGB entries",
+                palette.len()
+            )));
+        }
+    }
     let size = reader
         .output_buffer_size()
         .ok_or_else(|| Error::decode("PNG frame size overflows"))?;
-    raw.clear();
-    raw.resize(size, 0);
+    // The frame as stored (up to 16-bit RGBA: 8 bytes a pixel), before channel conversion.
+    if size > MAX_ROW_BYTES {
+        return Err(Error::decode(format!(
+            "image header declares {width}x{height} pixels: its frame would take {size} bytes, \
+             over the {MAX_ROW_BYTES}-byte limit of one decoded row"
+        )));
+    }
+    fill_zeros(&mut raw, size)?;
     let frame = reader.next_frame(&mut raw).map_err(corrupt)?;
     // Read to IEND so that the CRCs of the chunks after the pixels are checked too, as libpng
     // does when TensorFlow calls png_read_end.
@@ -213,7 +251,8 @@ fn convert_channels(
     filler: u8,
 ) -> Result<Vec<u8>> {
     let bytes = if sixteen { 2 } else { 1 };
-    if raw.len() < n * src * bytes {
+    let need = n.checked_mul(src).and_then(|v| v.checked_mul(bytes));
+    if need.is_none_or(|need| raw.len() < need) {
         return Err(Error::decode("PNG frame is shorter than its header says"));
     }
     let sample = |p: usize, c: usize| -> u16 {
@@ -231,7 +270,8 @@ fn convert_channels(
             v as u8
         }
     };
-    let mut out = vec![0u8; n * dst];
+    let mut out = Vec::new();
+    fill_zeros(&mut out, n.saturating_mul(dst))?;
     for (p, px) in out.chunks_exact_mut(dst).enumerate() {
         let (gray, color, alpha) = match src {
             1 => (Some(sample(p, 0)), None, None),
@@ -474,6 +514,80 @@ mod tests {
         png.extend_from_slice(&crc32fast_like(&ihdr).to_be_bytes());
         let err = decode(&png, Format::Auto, 3, 1 << 26).unwrap_err();
         assert!(err.to_string().contains("60000x60000"), "{err}");
+    }
+
+    /// A PNG of the chunks given (`(type, data)`), CRCs computed.
+    fn png_of(chunks: &[(&[u8; 4], Vec<u8>)]) -> Vec<u8> {
+        let mut png = PNG_MAGIC.to_vec();
+        for (kind, data) in chunks {
+            png.extend_from_slice(&(data.len() as u32).to_be_bytes());
+            let mut body = kind.to_vec();
+            body.extend_from_slice(data);
+            png.extend_from_slice(&body);
+            png.extend_from_slice(&crc32fast_like(&body).to_be_bytes());
+        }
+        png
+    }
+
+    fn ihdr(width: u32, height: u32, depth: u8, color: u8) -> Vec<u8> {
+        let mut d = width.to_be_bytes().to_vec();
+        d.extend_from_slice(&height.to_be_bytes());
+        d.extend_from_slice(&[depth, color, 0, 0, 0]);
+        d
+    }
+
+    /// A zlib stream of one zero byte: enough IDAT for a decoder to get past its headers.
+    const ZLIB_EMPTY: [u8; 9] = [0x78, 0x9c, 0x63, 0x00, 0x00, 0x00, 0x01, 0x00, 0x01];
+
+    #[test]
+    fn headers_past_the_row_limit_are_errors_whatever_max_pixels_says() {
+        // issue 9 item 2: 1 x (2^31 - 1) RGB (6 GiB) with max_pixels raised aborted the process.
+        for (w, h, depth, color, channels) in [
+            (1, (1 << 31) - 1, 8, 2, 3),
+            ((1 << 31) - 1, 1, 8, 2, 1),
+            (1 << 16, 1 << 14, 16, 6, 1), // a 16-bit RGBA frame of 8 GiB, asked as gray
+            (40_000, 40_000, 8, 0, 1),
+        ] {
+            let png = png_of(&[
+                (b"IHDR", ihdr(w, h, depth, color)),
+                (b"IDAT", ZLIB_EMPTY.to_vec()),
+                (b"IEND", vec![]),
+            ]);
+            for max_pixels in [u64::MAX, 1 << 40] {
+                let err = decode(&png, Format::Auto, channels, max_pixels).unwrap_err();
+                assert!(
+                    err.to_string().contains("limit of one decoded row"),
+                    "{w}x{h}: {err}"
+                );
+            }
+        }
+        // A JPEG frame header of 65535 x 65535 (4 Gi pixels): refused before decoding.
+        let px = gradient(8, 8, 3);
+        let mut jpg = encode_jpeg(&px, 8, 8, 3, 90, false).unwrap();
+        let sof = jpg.windows(2).position(|w| w == [0xFF, 0xC0]).unwrap();
+        jpg[sof + 5..sof + 9].copy_from_slice(&[0xFF, 0xFF, 0xFF, 0xFF]);
+        let err = decode(&jpg, Format::Auto, 3, u64::MAX).unwrap_err();
+        assert!(
+            err.to_string().contains("limit of one decoded row"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_palette_of_a_partial_entry_is_an_error_not_a_panic() {
+        // png 0.18 panics expanding it (found by tests/fuzz); libpng refuses it too.
+        for plte in [vec![0, 255, 0, 16, 239], vec![1; 3 * 257]] {
+            let png = png_of(&[
+                (b"IHDR", ihdr(2, 1, 8, 3)),
+                (b"PLTE", plte.clone()),
+                (b"tRNS", vec![0, 255]),
+                (b"IDAT", ZLIB_EMPTY.to_vec()),
+                (b"IEND", vec![]),
+            ]);
+            let err = decode(&png, Format::Png, 4, 1 << 20).unwrap_err();
+            let err = err.to_string();
+            assert!(err.contains("PLTE"), "{} bytes: {err}", plte.len());
+        }
     }
 
     // PNG's CRC-32 (ISO-HDLC), bitwise: only for building the test header above.

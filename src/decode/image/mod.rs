@@ -33,6 +33,7 @@ pub use types::{sniff, Decoded, Format, ImageSpec, PixelType, Resize};
 
 use super::pad::MAX_ROW_BYTES;
 use super::rows::{single_bytes, Found, RowError, Rows};
+use crate::alloc::{try_zeroed, ZeroBits};
 use crate::column::{Column, ColumnData};
 use crate::error::{Error, Result};
 use codecs::{decode_jpeg, decode_png};
@@ -103,10 +104,42 @@ pub fn decode_reusing(
             )))
         }
     };
-    match format {
+    // The codecs are third-party code fed untrusted bytes: a panic inside one (a bug of
+    // theirs, like png 0.18's on a palette of a partial entry) is this image's error, never
+    // a PanicException (a BaseException) out of a parse or a training step.
+    let decoded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match format {
         Format::Png => decode_png(data, channels, max_pixels, scratch),
         _ => decode_jpeg(data, channels, max_pixels, scratch),
+    }));
+    let img = match decoded {
+        Ok(result) => result?,
+        Err(panic) => {
+            let why = panic
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_default();
+            return Err(Error::decode(format!(
+                "the {} decoder failed on these bytes ({why})",
+                name(format)
+            )));
+        }
+    };
+    // Resizing indexes the pixels by the declared size: they must agree.
+    let want = img
+        .height
+        .checked_mul(img.width)
+        .and_then(|p| p.checked_mul(img.channels));
+    if want != Some(img.pixels.len()) {
+        return Err(Error::decode(format!(
+            "image decodes to {} bytes, not {}x{}x{}",
+            img.pixels.len(),
+            img.height,
+            img.width,
+            img.channels
+        )));
     }
+    Ok(img)
 }
 
 fn name(f: Format) -> &'static str {
@@ -118,7 +151,7 @@ fn name(f: Format) -> &'static str {
 }
 
 /// Decodes every row's image into one `[rows, height, width, channels]` array.
-pub(super) fn image_column<'a, T: Pixel>(
+pub(super) fn image_column<'a, T: Pixel + ZeroBits>(
     spec: &ImageSpec,
     mine: &[Found<'a>],
     mut rows: Rows<'_>,
@@ -130,7 +163,8 @@ pub(super) fn image_column<'a, T: Pixel>(
         .checked_mul(n)
         .filter(|t| t.saturating_mul(std::mem::size_of::<T>()) <= MAX_ROW_BYTES.saturating_mul(4))
         .ok_or_else(|| Error::spec(Some(rows.name()), "image batch too large"))?;
-    let mut out = vec![T::default(); total];
+    let mut out = try_zeroed::<T>(total)
+        .map_err(|e| Error::spec(Some(rows.name()), format!("image batch too large: {e}")))?;
     let mut scratch = Vec::new(); // one pixel buffer, reused image after image
     for (row, found) in mine.iter().enumerate() {
         let dst = &mut out[row * n..(row + 1) * n];

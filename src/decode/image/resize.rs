@@ -3,7 +3,19 @@
 //! steps, and the uint8 / float32 output conversion.
 
 use super::types::{Decoded, ImageSpec, Resize};
+use crate::alloc::{row_bytes, try_filled};
 use crate::error::{Error, Result};
+
+/// A resampling buffer of `len` zeros: within the row limit (its size comes from the image's
+/// declared width, times the spec's height), and allocated fallibly.
+fn scratch(len: Option<usize>, what: &str) -> Result<Vec<f32>> {
+    match len.filter(|&n| row_bytes::<f32>(n).is_some()) {
+        Some(n) => try_filled(n, 0f32).map_err(|e| Error::decode(format!("resizing: {what}: {e}"))),
+        None => Err(Error::decode(format!(
+            "resizing this image needs a {what} over the row limit"
+        ))),
+    }
+}
 
 /// An output element type: uint8 or float32 in [0, 1].
 pub trait Pixel: Copy + Default {
@@ -43,7 +55,21 @@ impl Pixel for f32 {
 /// the caller) at the spec's size.
 pub fn fit<T: Pixel>(img: &Decoded, spec: &ImageSpec, out: &mut [T]) -> Result<()> {
     let (h, w, c) = (spec.height, spec.width, img.channels);
-    debug_assert_eq!(out.len(), h * w * c);
+    // Every resampler indexes both buffers by these sizes: check them, never slice past one.
+    let pixels = img
+        .height
+        .checked_mul(img.width)
+        .and_then(|p| p.checked_mul(c));
+    let outputs = h.checked_mul(w).and_then(|p| p.checked_mul(c));
+    if pixels != Some(img.pixels.len()) || outputs != Some(out.len()) || !(1..=4).contains(&c) {
+        return Err(Error::internal(format!(
+            "resize: {} pixels for {}x{}x{c}, {} outputs for {h}x{w}x{c}",
+            img.pixels.len(),
+            img.height,
+            img.width,
+            out.len()
+        )));
+    }
     match spec.resize {
         Resize::None => {
             if img.height != h || img.width != w {
@@ -65,7 +91,7 @@ pub fn fit<T: Pixel>(img: &Decoded, spec: &ImageSpec, out: &mut [T]) -> Result<(
                     *o = T::from_f32(f32::from(v));
                 }
             } else if antialias {
-                scale_and_translate(img, h, w, out);
+                scale_and_translate(img, h, w, out)?;
             } else {
                 resize_bilinear(img, h, w, out);
             }
@@ -147,7 +173,7 @@ struct Spans {
     weights: Vec<f32>,
 }
 
-fn spans(out: usize, inp: usize, antialias: bool) -> Spans {
+fn spans(out: usize, inp: usize, antialias: bool) -> Result<Spans> {
     let scale = out as f32 / inp as f32;
     let inv_scale = (1.0f64 / f64::from(scale)) as f32;
     let kernel_scale = if antialias { inv_scale.max(1.0) } else { 1.0 };
@@ -155,7 +181,7 @@ fn spans(out: usize, inp: usize, antialias: bool) -> Spans {
     let size = ((2.0 * (radius * kernel_scale).ceil()) as usize + 1).min(inp);
     let one_over_kernel_scale = 1.0 / kernel_scale;
     let mut starts = vec![0usize; out];
-    let mut weights = vec![0f32; out * size];
+    let mut weights = scratch(out.checked_mul(size), "weight table")?;
     let mut tmp = Vec::with_capacity(size);
     for x in 0..out {
         let sample = (x as f32 + 0.5) * inv_scale;
@@ -181,21 +207,21 @@ fn spans(out: usize, inp: usize, antialias: bool) -> Spans {
         }
         starts[x] = start as usize;
     }
-    Spans {
+    Ok(Spans {
         size,
         starts,
         weights,
-    }
+    })
 }
 
-fn scale_and_translate<T: Pixel>(img: &Decoded, h: usize, w: usize, out: &mut [T]) {
+fn scale_and_translate<T: Pixel>(img: &Decoded, h: usize, w: usize, out: &mut [T]) -> Result<()> {
     let c = img.channels;
     let (in_h, in_w) = (img.height, img.width);
-    let rows = spans(h, in_h, true);
-    let cols = spans(w, in_w, true);
+    let rows = spans(h, in_h, true)?;
+    let cols = spans(w, in_w, true)?;
     // Rows first into [h, in_w, c], then columns, accumulating in the same order as TF.
     let row_len = in_w * c;
-    let mut mid = vec![0f32; h * row_len];
+    let mut mid = scratch(h.checked_mul(row_len), "resampling buffer")?;
     for y in 0..h {
         let dst = &mut mid[y * row_len..(y + 1) * row_len];
         let start = rows.starts[y];
@@ -228,6 +254,7 @@ fn scale_and_translate<T: Pixel>(img: &Decoded, h: usize, w: usize, out: &mut [T
             }
         }
     }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -263,6 +290,25 @@ mod tests {
         assert!(fit(&img, &spec(3, 4, Resize::None), &mut same[..12]).is_err());
         fit(&img, &spec(3, 5, Resize::None), &mut same).unwrap();
         assert_eq!(same, img.pixels);
+    }
+
+    #[test]
+    fn an_antialiased_resize_of_a_very_wide_image_is_refused_not_allocated() {
+        // A 1 x 2^20 gray image (1 MiB, a few KiB as PNG) to 2048 rows: the row pass would
+        // need 2048 x 2^20 floats (8 GiB).
+        let img = Decoded {
+            height: 1,
+            width: 1 << 20,
+            channels: 1,
+            pixels: vec![7; 1 << 20],
+        };
+        let mut out = vec![0u8; 2048 * 4];
+        let aa = spec(2048, 4, Resize::Bilinear { antialias: true });
+        let err = fit(&img, &aa, &mut out).unwrap_err();
+        assert!(err.to_string().contains("row limit"), "{err}");
+        let small = spec(16, 4, Resize::Bilinear { antialias: true });
+        fit(&img, &small, &mut out[..64]).unwrap();
+        assert!(out[..64].iter().all(|&v| v == 7));
     }
 
     #[test]

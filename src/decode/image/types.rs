@@ -1,6 +1,7 @@
 //! What an image spec asks for and what a decoder gives back, shared by the codecs, the
 //! resizing and the column decoder.
 
+use crate::alloc::MAX_ROW_BYTES;
 use crate::error::{Error, Result};
 
 /// The container format of encoded image bytes.
@@ -97,4 +98,28 @@ pub(super) fn check_pixels(width: usize, height: usize, max_pixels: u64) -> Resu
         )));
     }
     Ok(())
+}
+
+/// Refuses an image one of whose decoding buffers (`bytes_per_pixel` bytes for each of
+/// `width x height` pixels: the pixels asked for, a PNG frame of 16-bit samples, a JPEG's
+/// coefficient planes) would be over [`MAX_ROW_BYTES`], before it is allocated. `max_pixels`
+/// is the caller's budget; this is the one a header cannot talk past, however large
+/// `max_pixels` is set.
+pub(super) fn check_buffer(
+    width: usize,
+    height: usize,
+    bytes_per_pixel: usize,
+    what: &str,
+) -> Result<()> {
+    let need = width
+        .checked_mul(height)
+        .and_then(|p| p.checked_mul(bytes_per_pixel));
+    match need {
+        Some(n) if n <= MAX_ROW_BYTES => Ok(()),
+        _ => Err(Error::decode(format!(
+            "image header declares {width}x{height} pixels: {what} would take {} bytes, over \
+             the {MAX_ROW_BYTES}-byte limit of one decoded row",
+            need.map_or_else(|| "more than 2^64".to_string(), |n| n.to_string())
+        ))),
+    }
 }
