@@ -370,7 +370,7 @@ def test_images_through_the_loader(tmp_path):
     assert labels == list(range(6))
 
 
-def test_counts_come_from_fresh_indexes(tmp_path, monkeypatch):
+def test_counts_come_from_unchecked_indexes(tmp_path, monkeypatch):
     paths = write_files(tmp_path, [9, 4])
     jr.TFRecordIndex.build(paths[0]).save()
     counted = []

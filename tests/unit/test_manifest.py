@@ -45,7 +45,7 @@ def test_a_loader_plans_from_a_manifest_without_reading(tmp_path, monkeypatch):
     import jaxrec._loader.counts as counts
 
     monkeypatch.setattr(counts, "_count_range", lambda *a, **k: pytest.fail("counted"))
-    monkeypatch.setattr(counts, "_fresh_index", lambda *a, **k: pytest.fail("index read"))
+    monkeypatch.setattr(counts, "_unchecked_index", lambda *a, **k: pytest.fail("index read"))
     loader = jr.Loader(None, SPEC, 16, manifest=str(tmp_path / "m.json"), shuffle=True, seed=0)
     assert loader.record_counts == [300, 40, 7]
     ids = sorted(i for b in loader for i in np.asarray(b["id"])[b["mask"]].tolist())
@@ -79,3 +79,38 @@ def test_cli_index_writes_a_manifest(tmp_path):
     result = json.loads(r.stdout)
     assert result["manifest"] == {"path": str(out), "files": 2, "records": 110}
     assert jr.Manifest.load(out).records == 110
+
+
+# --- indexes: planned from without reading the data, checked when a file is opened -------------
+
+
+def test_a_loader_plans_from_indexes_reading_no_data_file(tmp_path, monkeypatch):
+    paths = write(tmp_path, [40, 7, 90, 300])
+    for p in paths:
+        jr.TFRecordIndex.build(p).save()
+    import jaxrec._io.index as index_module
+
+    checked = []
+    real = index_module.TFRecordIndex.check
+    monkeypatch.setattr(
+        index_module.TFRecordIndex, "check", lambda self: (checked.append(self.path), real(self))
+    )
+    # Host 1 of 2: it plans from all four indexes but checks only the files it opens.
+    loader = jr.Loader(paths, SPEC, 16, process_index=1, process_count=2, span_bytes=1 << 30)
+    assert loader.record_counts == [40, 7, 90, 300] and checked == []
+    ids = [i for b in loader for i in np.asarray(b["id"])[b["mask"]].tolist()]
+    opened = sorted(set(checked))
+    assert opened and len(opened) < len(paths)
+    assert {i // 10_000 for i in ids} == {paths.index(p) for p in opened}
+
+
+def test_a_file_changed_since_its_index_is_caught_when_opened(tmp_path):
+    paths = write(tmp_path, [100, 50])
+    for p in paths:
+        jr.TFRecordIndex.build(p).save()
+    write(tmp_path, [100, 60])  # part-001 rewritten with more records; its .idx kept
+    loader = jr.Loader(paths, SPEC, 16)
+    assert loader.record_counts == [100, 50]  # the plan believed the index
+    with pytest.raises(jr.FileChangedError, match="changed since it was indexed") as info:
+        list(loader)
+    assert info.value.path == paths[1]

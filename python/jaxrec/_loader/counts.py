@@ -83,10 +83,13 @@ def _count_all(reader: Any) -> int:
     return n
 
 
-def _fresh_index(path: str, storage_options: Any = None) -> TFRecordIndex | None:
+def _unchecked_index(path: str, storage_options: Any = None) -> TFRecordIndex | None:
+    # Not checked against its file here: that reads 128 KiB of every file on every host (16x an
+    # index of 1000 records), the global read planning must not do. The Loader checks the index
+    # of each file it opens instead (FileChangedError if the file changed).
     try:
-        return TFRecordIndex.load(path, storage_options=storage_options)
-    except (OSError, JaxrecError):  # no index, a stale one, or one we cannot read
+        return TFRecordIndex.load(path, check=False, storage_options=storage_options)
+    except (OSError, JaxrecError):  # no index, or one we cannot read
         return None
 
 
@@ -182,13 +185,23 @@ def span_table(
     hosts: int,
     count: bool = True,
     listed: dict[int, tuple[Any, Any, Any]] | None = None,
+    indexes_used: dict[str, TFRecordIndex] | None = None,
 ) -> SpanTable:
     """The dataset's spans, from a manifest, indexes, given counts, or counting.
 
     ``listed`` are the spans a manifest gives (nothing read for those files). With
     ``count=False`` files neither listed, indexed nor counted get one span of unknown count
-    (-1): nothing is read.
+    (-1): nothing is read. ``indexes_used`` receives the index of every file planned from
+    one, not yet checked against its file: whoever opens the file checks it.
     """
+    used = {} if indexes_used is None else indexes_used
+
+    def load_index(path: str) -> TFRecordIndex | None:
+        index = _unchecked_index(path, opts.get("storage_options"))
+        if index is not None:
+            used[path] = index
+        return index
+
     opts = dict(reader_options)
     counter = _Counter(paths, opts, num_threads, host, hosts)
 
@@ -210,9 +223,7 @@ def span_table(
         paths,
         span_bytes=span_bytes,
         given_counts=given_counts,
-        load_indexes=lambda ps: counter.map(
-            lambda p: _fresh_index(p, opts.get("storage_options")), ps
-        ),
+        load_indexes=lambda ps: counter.map(load_index, ps),
         count_files=count_files,
         listed=listed,
     )

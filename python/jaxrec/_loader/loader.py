@@ -44,7 +44,13 @@ from jaxrec._loader.stats import Stats
 from jaxrec._loader.stream import EpochStream
 from jaxrec._parse import ExampleParser
 from jaxrec._spec import KIND_FIXED, CompiledFeature
-from jaxrec.errors import FeatureSpecError, FileChangedError, JaxrecError, ShardingError
+from jaxrec.errors import (
+    FeatureSpecError,
+    FileChangedError,
+    JaxrecError,
+    ShardingError,
+    StaleIndexError,
+)
 
 __all__ = ["BatchInfo", "Loader"]
 
@@ -88,9 +94,11 @@ class Loader:
             :meth:`stats`; parse errors always raise).
         process_index, process_count: this host's shard (default: JAX's, without
             initialising JAX when ``jax.distributed`` is not in use).
-        record_counts: record count of each file, if known; else taken from fresh record
-            indexes (``jaxrec index``) or counted: on a pod each host counts its share and
-            one collective over ``jax.distributed`` shares the counts.
+        record_counts: record count of each file, if known; else taken from record indexes
+            (``jaxrec index``; each is checked against its file when this host opens the
+            file: :class:`~jaxrec.errors.FileChangedError` if it changed) or counted: on a
+            pod each host counts its share and one collective over ``jax.distributed``
+            shares the counts.
         chunk_bytes: size of the blocks files are read in.
         mask_key: the key of the mask in each batch.
         state: a :meth:`state` from an earlier run on the same files and settings, to resume
@@ -192,6 +200,8 @@ class Loader:
         _check_static(self.parser.compiled_features, "features")
         _check_static(self.parser.compiled_sequence_features, "sequence_features")
         self._batcher = Batcher(self._parse_rows([], [], []), self.batch_size, mask_key)
+        # Indexes the plan came from, each checked against its file when this host opens it.
+        self._unchecked_indexes: dict[str, Any] = {}
         table = functools.partial(
             span_table,
             self.paths,
@@ -202,6 +212,7 @@ class Loader:
             host=self.shard.index,
             hosts=self.shard.count,
             listed=None if self.manifest is None else self.manifest.spans_for(self.paths),
+            indexes_used=self._unchecked_indexes,
         )
         self._listed_sizes = {
             self.paths[f]: size
@@ -337,6 +348,15 @@ class Loader:
                     "since the manifest was written (rebuild it: jaxrec index --manifest)",
                     path=path,
                 )
+        index = self._unchecked_indexes.pop(path, None)
+        if index is not None:
+            try:
+                index.check()
+            except StaleIndexError as e:
+                raise FileChangedError(
+                    f"{e.args[0].split(': ', 1)[-1]}; the plan was made from that index",
+                    path=path,
+                ) from e
         return reader
 
     def _open_segment(self, position: LoaderPosition, pool) -> tuple[EpochStream, EpochPlan | None]:

@@ -3,7 +3,7 @@
 A span is records ``first_index .. first_index + count - 1`` of one file, whose first record's
 header is at byte ``start``. Spans come from what is known about the files, cheapest first:
 
-* a fresh record index (``jaxrec index``, ``<file>.idx``) gives every record's offset, so a file
+* a record index (``jaxrec index``, ``<file>.idx``) gives every record's offset, so a file
   is cut into spans of about ``span_bytes`` without reading a byte of it;
 * a record count (``record_counts=``) gives a whole-file span;
 * otherwise the file is counted: its records framed once, length CRCs only (``count_file``).
@@ -137,7 +137,7 @@ def build_table(
         paths: the files.
         span_bytes: target span size for indexed files.
         given_counts: the record count of every file (``record_counts=``), or None.
-        load_indexes: a fresh index of each file, or None for a file without one.
+        load_indexes: the index of each file, or None for a file without one.
         count_files: counts the files (by number) that neither gave; returns
             ``{file: (start[], first_index[], count[])}`` of each file's spans.
         listed: the spans of files a manifest lists (``{file: (start[], first[], count[])}``):
