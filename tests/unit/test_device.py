@@ -1,0 +1,55 @@
+"""Host batches to device arrays (jaxrec._loader.device), on the eight simulated CPU devices."""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+import pytest
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+import jaxrec as jr
+from jaxrec._loader.device import check_batch_fits, to_device
+
+
+@pytest.fixture(scope="module")
+def data_sharding():
+    assert jax.device_count() == 8, "tests/conftest.py sets eight CPU devices"
+    return NamedSharding(Mesh(np.array(jax.devices()), ("data",)), PartitionSpec("data"))
+
+
+def test_numeric_arrays_become_sharded_arrays_and_bytes_stay_numpy(data_sharding):
+    batch = {
+        "ids": np.arange(16, dtype=np.int32),  # int64 would be int32 on device without x64
+        "x": np.arange(16 * 3, dtype=np.float32).reshape(16, 3),
+        "name": np.array([b"r%d" % i for i in range(16)], dtype=object),
+        "mask": np.ones(16, bool),
+    }
+    out = to_device(batch, data_sharding, process_count=1)
+    assert list(out) == list(batch)  # the batch's key order is kept
+    assert out["name"] is batch["name"]
+    for key in ("ids", "x", "mask"):
+        arr = out[key]
+        assert isinstance(arr, jax.Array) and arr.sharding == data_sharding
+        assert arr.dtype == batch[key].dtype and arr.shape == batch[key].shape
+        np.testing.assert_array_equal(np.asarray(arr), batch[key])
+        # Rows split evenly over the eight devices, two each, in order.
+        shards = sorted(arr.addressable_shards, key=lambda s: s.index[0].start)
+        assert [s.data.shape[0] for s in shards] == [2] * 8
+        np.testing.assert_array_equal(np.asarray(shards[3].data), batch[key][6:8])
+
+
+def test_a_replicated_sharding_puts_every_row_on_every_device():
+    replicated = NamedSharding(Mesh(np.array(jax.devices()), ("data",)), PartitionSpec())
+    out = to_device({"v": np.arange(5, dtype=np.int32)}, replicated, process_count=1)
+    assert all(s.data.shape == (5,) for s in out["v"].addressable_shards)
+
+
+@pytest.mark.parametrize("local, hosts", [(8, 1), (16, 1), (4, 2), (1, 8)])
+def test_a_global_batch_that_divides_fits(data_sharding, local, hosts):
+    check_batch_fits(data_sharding, local, hosts)
+
+
+@pytest.mark.parametrize("local, hosts", [(12, 1), (3, 2), (1, 1)])
+def test_a_global_batch_that_does_not_divide_is_a_sharding_error(data_sharding, local, hosts):
+    with pytest.raises(jr.ShardingError, match=f"global batch of {local * hosts} rows"):
+        check_batch_fits(data_sharding, local, hosts)
