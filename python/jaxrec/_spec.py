@@ -351,9 +351,20 @@ Feature = (
 _DECODED = (Image, RawTensor, SerializedTensor)
 
 
-def length_key(name: str) -> str:
-    """Returns the output key holding the true lengths of variable-length feature ``name``."""
-    return f"{name}_length"
+def length_key(name: str, level: int = 0) -> str:
+    """Returns the output key holding the true lengths of variable-length feature ``name``.
+
+    Args:
+        name: the feature.
+        level: for a :class:`~jaxrec.RaggedFeature`, the ragged dimension: 0 (the default) is
+            the outermost (``<name>_length``, rows per record), ``k`` the k-th ragged dimension
+            inside it (``<name>_length_<k>``, the length of each of its rows).
+
+    Example:
+        >>> length_key("tokens"), length_key("words", 1)
+        ('tokens_length', 'words_length_1')
+    """
+    return f"{name}_length" if level == 0 else f"{name}_length_{level}"
 
 
 def shape_key(name: str) -> str:

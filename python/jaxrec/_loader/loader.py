@@ -190,6 +190,12 @@ class Loader:
         }
         self.parser = ExampleParser(features, sequence_features)
         _check_static(self.parser.compiled_features, "features")
+        for c in self.parser.composite_features:
+            if None in getattr(c, "max_lens", ()):
+                raise FeatureSpecError(
+                    f"feature {c.name!r} in features needs max_lens with an int for every "
+                    f"ragged dimension, got {list(c.max_lens)}: the Loader yields static shapes"
+                )
         _check_static(self.parser.compiled_sequence_features, "sequence_features")
         self._batcher = Batcher(self._parse_rows([], [], []), self.batch_size, mask_key)
         table = functools.partial(
