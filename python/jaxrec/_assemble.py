@@ -26,15 +26,18 @@ import numpy as np
 
 from jaxrec._composite import CompiledRagged, CompiledSparse
 from jaxrec._spec import length_key, valid_key
-from jaxrec.errors import ExampleParseError
 
 __all__ = ["Assembled", "Checks", "assemble", "flatten"]
 
 # A column flattened: every record's values, one after the other, and how many each holds.
 Flat = tuple[np.ndarray, np.ndarray]
 
-# Row ids (ValueRowIds) and padded row sizes stay below this: lengths may be int32.
+# Row ids (ValueRowIds) stay below this: lengths may be int32.
 _MAX_ROWS = 2**31 - 1
+# The most values a batch's padded array may hold when its size follows the data (a None in
+# max_lens): ValueRowIds can declare any number of empty rows in a few bytes, so the size is
+# not bounded by the record's bytes as a VarLenFeature's padding is.
+MAX_PADDED = 2**28
 
 
 def flatten(values: np.ndarray, lengths: np.ndarray) -> Flat:
@@ -75,11 +78,14 @@ class Assembled:
         outputs: the arrays it adds to the batch (empty when a record must raise).
         checks: the rules broken; ``checks.bad`` rows are errors, or skipped rows.
         truncated: records cut to ``max_lens`` (``truncate=True``).
+        fatal: ``(row, reason)``: the batch cannot be padded (over :data:`MAX_PADDED` without
+            ``max_lens``) because of that record; an error even with ``on_error="skip"``.
     """
 
     outputs: dict[str, np.ndarray]
     checks: Checks
     truncated: int = 0
+    fatal: tuple[int, str] | None = None
 
 
 def assemble(comp: CompiledSparse | CompiledRagged, columns: Mapping[str, Flat], rows: int):
@@ -180,6 +186,8 @@ def _sparse(comp: CompiledSparse, columns: Mapping[str, Flat], rows: int) -> Ass
         linear = linear * size + index[good_rows[_segment_ids(count)]]
     row = seg[take]
     _check_positions(comp, checks, linear, row, rows)
+    if checks.bad.any() and not comp.skip_errors:
+        return Assembled({}, checks)
     keep = ~checks.bad[row]
     out = np.full(rows * flat_size, comp.default, dtype=_out_dtype(comp.dtype))
     out[(row * flat_size + linear)[keep]] = values[take][keep]
@@ -343,15 +351,17 @@ def _partition(
     )
     if kind == "lengths":
         flag(p < 0, lambda r, i: f"{name} {int(p[i])} in {key!r} is negative")
-        flag(p > inner, lambda r, i: f"{name} {int(p[i])} in {key!r} is over the {items(r)}")
-        size = np.clip(p, 0, inner)
-        total = _seg_reduce(np.add, size, pc)
+        # Summed clipped, so that no sum wraps around int64 to look right: a length over the
+        # items makes the sum too large. The message sums the record's own lengths.
+        total = _seg_reduce(np.add, np.clip(p, 0, inner + 1), pc)
         checks.add(
             total != n,
             lambda r: (
-                f"the row lengths in {key!r} add up to {int(total[r])}, not to the {items(r)}"
+                f"the row lengths in {key!r} add up to "
+                f"{sum(int(x) for x in p[base[r] : base[r] + pc[r]])}, not to the {items(r)}"
             ),
         )
+        size = np.clip(p, 0, inner)
         start = np.cumsum(size) - size
         offset = np.zeros(rows, dtype=np.int64)
         offset[pc > 0] = start[base[pc > 0]]
@@ -454,6 +464,17 @@ def _ragged(comp: CompiledRagged, columns: Mapping[str, Flat], rows: int) -> Ass
         result.outputs[valid_key(comp.name)] = ~checks.bad
         result.checks = checks
         return result
+    uniform = math.prod(p.length for p in parts if p.kind == "uniform")
+    padded = rows * math.prod(caps) * uniform
+    if None in comp.max_lens and padded > MAX_PADDED:  # max_lens is the user's own choice
+        level = max((c, k) for k, c in enumerate(caps) if comp.max_lens[k] is None)[1]
+        row = int(np.argmax(longest[level]))
+        reason = (
+            f"padding the batch to its longest rows (maxima {caps}) makes {padded} values, over "
+            f"the {MAX_PADDED} jaxrec pads to without max_lens; this record has "
+            f"{int(longest[level][row])} at ragged level {level}: give max_lens"
+        )
+        return Assembled({}, checks, fatal=(row, reason))
     outputs = _build(comp, parts, n, values, vcount, caps, rows)
     if comp.skip_errors:
         outputs[valid_key(comp.name)] = np.ones(rows, dtype=bool)
@@ -472,14 +493,6 @@ def _build(
 ) -> dict[str, np.ndarray]:
     """Pads the (valid) records, outermost level first, keeping only rows inside the caps."""
     shape = [caps[0]]
-    uniform = [p.length for p in parts if p.kind == "uniform"]
-    padded = int(np.prod(caps, dtype=object) * np.prod(uniform, dtype=object))
-    if padded > _MAX_ROWS:
-        raise ExampleParseError(
-            f"padding every ragged dimension to the batch's longest gives rows of {padded} "
-            f"values (maxima {caps}), over 2**31 - 1; give max_lens",
-            feature=comp.name,
-        )
     kept = np.minimum(outer, caps[0])
     lengths = {length_key(comp.name): kept.astype(comp.lengths_dtype)}
     record, index = _expand(kept)

@@ -162,15 +162,11 @@ class ExampleParser:
         for comp in spec.composites:
             done = assemble(comp, flat, rows)
             bad = np.flatnonzero(done.checks.bad)
-            if len(bad) and not comp.skip_errors:
-                row = int(bad[0])
+            if done.fatal is not None or (len(bad) and not comp.skip_errors):
+                row, reason = done.fatal or (int(bad[0]), done.checks.reason(int(bad[0])))
                 path, index, offset = locate(row)
                 raise ExampleParseError(
-                    done.checks.reason(row),
-                    path=path,
-                    record_index=index,
-                    byte_offset=offset,
-                    feature=comp.name,
+                    reason, path=path, record_index=index, byte_offset=offset, feature=comp.name
                 )
             if len(bad):
                 kept = []

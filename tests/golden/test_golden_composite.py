@@ -71,10 +71,13 @@ def _spec(entry: dict, options: dict | None = None) -> dict:
 def _parse(entry: dict, records: list[bytes], options: dict | None = None) -> dict:
     spec = _spec(entry, options)
     if entry["kind"] == "sequence":
-        seq = {name: _feature(f) for name, f in entry["sequence"].items()}
-        ctx, _, _ = jr.parse_sequence_example(records, spec, seq)
+        ctx, _, _ = jr.parse_sequence_example(records, spec, _sequence(entry))
         return ctx
     return jr.parse_example(records, spec)
+
+
+def _sequence(entry: dict) -> dict:
+    return {name: _feature(f) for name, f in entry["sequence"].items()}
 
 
 def _expected(entry: dict) -> dict[str, np.ndarray]:
@@ -132,11 +135,12 @@ def test_matches_tensorflow(entry):
 @pytest.mark.parametrize("entry", MATCH, ids=[c["name"] for c in MATCH])
 def test_each_record_alone_is_its_row(entry):
     """parse_single_example gives each record's row (up to padding, for ragged features)."""
-    if entry["kind"] == "sequence":
-        pytest.skip("parse_single_sequence_example is covered by the batch")
     want = _expected(entry)
     for i, record in enumerate(_records(entry)):
-        got = jr.parse_single_example(record, _spec(entry))
+        if entry["kind"] == "sequence":
+            got, _ = jr.parse_single_sequence_example(record, _spec(entry), _sequence(entry))
+        else:
+            got = jr.parse_single_example(record, _spec(entry))
         for key, arr in got.items():
             row = want[key][i]
             region = tuple(slice(0, d) for d in arr.shape)
@@ -149,8 +153,6 @@ def test_each_record_alone_is_its_row(entry):
 
 @pytest.mark.parametrize("entry", MATCH, ids=[c["name"] for c in MATCH])
 def test_loader_pads_to_max_lens(entry, tmp_path):
-    if entry["kind"] == "sequence":
-        pytest.skip("a SequenceExample Loader is covered in tests/unit/test_composite.py")
     want = _expected(entry)
     options = {}
     for name, f in entry["features"].items():
@@ -164,7 +166,13 @@ def test_loader_pads_to_max_lens(entry, tmp_path):
     records = _records(entry)
     with jr.TFRecordWriter(path) as w:
         w.write_many(records)
-    batch = next(iter(jr.Loader(path, _spec(entry, options), batch_size=len(records) + 1)))
+    sequence = None
+    if entry["kind"] == "sequence":  # feature lists padded to a fixed number of steps too
+        sequence = {
+            k: jr.FixedLenSequenceFeature([], np.int64, max_len=4) for k in entry["sequence"]
+        }
+    loader = jr.Loader(path, _spec(entry, options), len(records) + 1, sequence_features=sequence)
+    batch = next(iter(loader))
     assert batch["mask"].tolist() == [True] * len(records) + [False]
     for key, arr in want.items():
         got = batch[key]
