@@ -138,6 +138,10 @@ def _first(mask: np.ndarray, base: np.ndarray, counts: np.ndarray, row: int) -> 
     return lo + int(np.flatnonzero(mask[lo : lo + int(counts[row])])[0])
 
 
+def _counted(n: int, noun: str, plural: str | None = None) -> str:
+    return f"{n} {noun if n == 1 else plural or noun + 's'}"
+
+
 def _expand(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``(parent, k)`` for ``k in range(counts[parent])`` of every parent, flat."""
     parent = _segment_ids(counts)
@@ -147,8 +151,13 @@ def _expand(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 # --- SparseFeature ---------------------------------------------------------------------------
 
 
-def _out_dtype(dtype) -> np.dtype:
-    return np.dtype(object) if dtype is bytes else np.dtype(dtype)
+def _filled(size: int, fill, dtype) -> np.ndarray:
+    """``size`` values of ``fill`` (``np.zeros`` when it is zero: the pages come zeroed)."""
+    if dtype is bytes:
+        return np.full(size, fill, dtype=object)
+    if not np.asarray(fill, dtype=dtype).tobytes().strip(b"\0"):  # all bits zero (not -0.0)
+        return np.zeros(size, dtype=dtype)
+    return np.full(size, fill, dtype=dtype)
 
 
 def _sparse(comp: CompiledSparse, columns: Mapping[str, Flat], rows: int) -> Assembled:
@@ -161,8 +170,9 @@ def _sparse(comp: CompiledSparse, columns: Mapping[str, Flat], rows: int) -> Ass
         checks.add(
             count != n,
             lambda r, key=key, count=count: (
-                f"{key!r} holds {int(count[r])} indices but {vkey!r} holds {int(n[r])} values "
-                "(each index list must be as long as the value list)"
+                f"{key!r} holds {_counted(int(count[r]), 'index', 'indices')} but {vkey!r} "
+                f"holds {_counted(int(n[r]), 'value')} (each index list must be as long as the "
+                "value list)"
             ),
         )
     for dim, (key, size) in enumerate(zip(comp.index_keys, comp.size, strict=True)):
@@ -178,19 +188,21 @@ def _sparse(comp: CompiledSparse, columns: Mapping[str, Flat], rows: int) -> Ass
     # The records left have as many indices in every list as values, all in range: their
     # elements line up across the lists, and their flat positions cannot overflow.
     good_rows = ~checks.bad
-    take = good_rows[seg]
-    flat_size = int(np.prod(comp.size))
-    linear = np.zeros(int(take.sum()), dtype=np.int64)
+    some_bad = bool(checks.bad.any())
+    linear = np.zeros(len(values) if not some_bad else int(good_rows[seg].sum()), np.int64)
     for key, size in zip(comp.index_keys, comp.size, strict=True):
         index, count = columns[key]
-        linear = linear * size + index[good_rows[_segment_ids(count)]]
-    row = seg[take]
+        linear = linear * size + (index[good_rows[_segment_ids(count)]] if some_bad else index)
+    row = seg[good_rows[seg]] if some_bad else seg
     _check_positions(comp, checks, linear, row, rows)
-    if checks.bad.any() and not comp.skip_errors:
-        return Assembled({}, checks)
-    keep = ~checks.bad[row]
-    out = np.full(rows * flat_size, comp.default, dtype=_out_dtype(comp.dtype))
-    out[(row * flat_size + linear)[keep]] = values[take][keep]
+    if checks.bad.any():
+        if not comp.skip_errors:
+            return Assembled({}, checks)
+        keep = ~checks.bad[row]
+        linear, row, values = linear[keep], row[keep], values[~checks.bad[seg]]
+    flat_size = math.prod(comp.size)
+    out = _filled(rows * flat_size, comp.default, comp.dtype)
+    out[row * flat_size + linear] = values
     outputs = {comp.name: out.reshape(rows, *comp.size)}
     if comp.skip_errors:
         outputs[valid_key(comp.name)] = ~checks.bad
@@ -233,7 +245,7 @@ def _check_positions(
 
             checks.add(hit, reason)
         return
-    flat_size = max(int(np.prod(comp.size)), 1)
+    flat_size = max(math.prod(comp.size), 1)
     ordered = np.sort(row * flat_size + linear)
     repeated = ordered[1:][ordered[1:] == ordered[:-1]]
     hit = np.zeros(rows, dtype=bool)
@@ -287,13 +299,14 @@ class _Rows:
 
 @dataclasses.dataclass(frozen=True)
 class _Items:
-    """The items a partition splits, for messages (``"3 values in 'v'"``)."""
+    """The items a partition splits, for messages (``"'v' holds 3 values"``)."""
 
     count: np.ndarray
-    noun: str
+    source: str  # "'v' holds", "'l' makes"
+    noun: str  # "value" or "row"
 
     def __call__(self, row: int) -> str:
-        return f"{int(self.count[row])} {self.noun}"
+        return f"{self.source} {_counted(int(self.count[row]), self.noun)}"
 
 
 def _partition(
@@ -310,7 +323,7 @@ def _partition(
         length = arg
         checks.add(
             n % length != 0,
-            lambda r: f"{items(r)} do not split into rows of {length} (UniformRowLength)",
+            lambda r: f"{items(r)}, which do not split into rows of {length} (UniformRowLength)",
         )
         return _Rows(kind, count=n // length, length=length)
     key, (p, pc) = arg, data
@@ -329,7 +342,10 @@ def _partition(
 
     if kind == "rowids":
         checks.add(
-            pc != n, lambda r: f"{key!r} holds {int(pc[r])} row ids for {items(r)} (one each)"
+            pc != n,
+            lambda r: (
+                f"{key!r} holds {_counted(int(pc[r]), 'row id')}, but {items(r)} (one row id each)"
+            ),
         )
         flag(p < 0, lambda r, i: f"row id {int(p[i])} in {key!r} is negative")
         flag(p >= _MAX_ROWS - 1, lambda r, i: f"row id {int(p[i])} in {key!r} is over 2**31 - 2")
@@ -358,7 +374,7 @@ def _partition(
             total != n,
             lambda r: (
                 f"the row lengths in {key!r} add up to "
-                f"{sum(int(x) for x in p[base[r] : base[r] + pc[r]])}, not to the {items(r)}"
+                f"{sum(int(x) for x in p[base[r] : base[r] + pc[r]])}, but {items(r)}"
             ),
         )
         size = np.clip(p, 0, inner)
@@ -370,7 +386,7 @@ def _partition(
     plural = name + "s"
     checks.add(
         (pc == 0) & (n != 0),
-        lambda r: f"{key!r} holds no {plural} (no rows), but there are {items(r)}",
+        lambda r: f"{key!r} holds no {plural} (no rows), but {items(r)}",
     )
     if kind in ("splits", "starts"):
         flag(
@@ -388,7 +404,7 @@ def _partition(
     if kind in ("splits", "limits"):
         checks.add(
             (pc > 0) & (lastv != n),
-            lambda r: f"the last {name} in {key!r} is {int(lastv[r])}, but there are {items(r)}",
+            lambda r: f"the last {name} in {key!r} is {int(lastv[r])}, but {items(r)}",
         )
     if kind == "splits":
         count = np.maximum(pc - 1, 0)
@@ -423,7 +439,7 @@ def _ragged(comp: CompiledRagged, columns: Mapping[str, Flat], rows: int) -> Ass
     checks = Checks(rows)
     n = vcount
 
-    items = _Items(vcount, f"values in {comp.value_key!r}")
+    items = _Items(vcount, f"{comp.value_key!r} holds", "value")
     parts: list[_Rows] = []
     for kind, arg in reversed(comp.partitions):  # innermost first: each counts the rows inside
         data = None if kind == "uniform" else columns[arg]
@@ -431,12 +447,12 @@ def _ragged(comp: CompiledRagged, columns: Mapping[str, Flat], rows: int) -> Ass
         parts.append(part)
         n = part.count
         source = f"UniformRowLength({arg})" if kind == "uniform" else repr(arg)
-        items = _Items(n, f"rows made by {source}")
+        items = _Items(n, f"{source} makes", "row")
     parts.reverse()
     longest = [n] + [p.longest for p in parts if p.kind != "uniform"]
     caps = []
     over_any = np.zeros(rows, dtype=bool)
-    outer = "rows" if comp.partitions else "values"
+    outer = "row" if comp.partitions else "value"
     for level, (most, cap) in enumerate(zip(longest, comp.max_lens, strict=True)):
         if cap is None:
             caps.append(int(most.max()) if rows else 0)
@@ -449,7 +465,8 @@ def _ragged(comp: CompiledRagged, columns: Mapping[str, Flat], rows: int) -> Ass
                 over,
                 lambda r, most=most, cap=cap, level=level: (
                     (
-                        f"{int(most[r])} {outer} at the outermost level, over max_lens[0] = {cap}"
+                        f"{_counted(int(most[r]), outer)} at the outermost level, over "
+                        f"max_lens[0] = {cap}"
                         if level == 0
                         else f"a row of {int(most[r])} at ragged level {level}, over "
                         f"max_lens[{level}] = {cap}"
@@ -505,12 +522,12 @@ def _build(
         else:
             level += 1
             cap = caps[level]
-            out = np.zeros(rows * int(np.prod(shape)), dtype=comp.lengths_dtype)
+            out = np.zeros(rows * math.prod(shape), dtype=comp.lengths_dtype)
             out[offset] = np.minimum(size, cap)
             lengths[length_key(comp.name, level)] = out.reshape(rows, *shape)
         parent, k = _expand(np.minimum(size, cap))
         record, index, offset = record[parent], start[parent] + k, offset[parent] * cap + k
         shape.append(cap)
-    out = np.full(rows * int(np.prod(shape)), comp.pad, dtype=_out_dtype(comp.dtype))
+    out = _filled(rows * math.prod(shape), comp.pad, comp.dtype)
     out[offset] = values[_starts(vcount)[record] + index]
     return {comp.name: out.reshape(rows, *shape), **lengths}

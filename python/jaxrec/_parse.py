@@ -383,13 +383,16 @@ def parse_example(serialized: Serialized, features: Mapping[str, Any]) -> dict[s
     Args:
         serialized: a list of serialized ``tf.train.Example`` (bytes), a numpy array of them,
             or a chunk from :func:`jaxrec.read_chunks`.
-        features: ``{name: FixedLenFeature | VarLenFeature | FixedLenSequenceFeature}``.
+        features: ``{name: FixedLenFeature | VarLenFeature | FixedLenSequenceFeature |
+            SparseFeature | RaggedFeature | Image | RawTensor | SerializedTensor}``.
 
     Returns:
         ``{name: np.ndarray}`` with the batch as first dimension. FixedLen features have shape
         ``[batch, *shape]``; VarLen ``[batch, max_len or longest]`` plus ``<name>_length``;
-        FixedLenSequence ``[batch, steps, *shape]`` plus ``<name>_length``. Bytes features are
-        numpy object arrays of ``bytes``.
+        FixedLenSequence ``[batch, steps, *shape]`` plus ``<name>_length``; Sparse
+        ``[batch, *size]``; Ragged ``[batch, max_lens[0], ...]`` plus the lengths of each
+        ragged level (``length_key(name, k)``). Bytes features are numpy object arrays of
+        ``bytes``.
 
     Raises:
         ExampleParseError: as TensorFlow would raise, naming the record and feature.
@@ -418,7 +421,8 @@ def parse_sequence_example(
 
     Args:
         serialized: serialized ``tf.train.SequenceExample`` messages (see :func:`parse_example`).
-        context_features: spec of the context (Example rules).
+        context_features: spec of the context (Example rules; a RaggedFeature may be one, a
+            SparseFeature may not, as in TensorFlow).
         sequence_features: spec of the feature lists: ``FixedLenSequenceFeature`` (each step
             a fixed shape) or ``VarLenFeature`` (each step any length).
 

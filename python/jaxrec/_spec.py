@@ -9,6 +9,9 @@ differences follow from XLA wanting static shapes:
 * Variable-length features (``VarLenFeature``, ``FixedLenSequenceFeature``) come back as a
   dense array padded to ``max_len`` (or, without it, to the longest row of the batch, which is
   what ``tf.sparse.to_dense`` gives) plus a ``<name>_length`` array of true lengths.
+
+``SparseFeature`` and ``RaggedFeature``, read from several features of a record, live in
+:mod:`jaxrec._composite`.
 """
 
 from __future__ import annotations

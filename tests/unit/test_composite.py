@@ -124,7 +124,9 @@ def test_errors_in_chunks_name_file_record_and_offset(tmp_path):
     with jr.TFRecordWriter(path) as w:
         w.write_many([words("ok"), words("ok"), ex(chars=i64(1, 2), word_lens=i64(3))])
     chunk = next(jr.read_chunks(path))
-    with pytest.raises(jr.ExampleParseError, match="add up to 3, not to the 2 values") as info:
+    with pytest.raises(
+        jr.ExampleParseError, match="add up to 3, but .chars. holds 2 values"
+    ) as info:
         jr.parse_example(chunk, WORDS)
     e = info.value
     assert (e.path, e.record_index, e.byte_offset) == (path, 2, int(chunk.file_offsets[2]))
@@ -326,3 +328,19 @@ def test_loader_with_a_ragged_context_feature(tmp_path):
     assert batch["r"].shape == (4, 1, 3) and batch["r_length_1"].tolist() == [[0], [1], [2], [3]]
     assert batch["t_length"].tolist() == [0, 1, 2, 3]
     assert loader.parser.truncated == {}
+
+
+def test_the_readme_example_parses():
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = text.split("#### Sparse and ragged features", 1)[1]
+    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    ns = {"jr": jr, "np": np}
+    exec(compile(code, "README.md sparse and ragged", "exec"), ns)
+    record = ex(row=i64(7, 0), col=i64(15, 0), weight=[0.5, 2.0], chars=i64(104, 105),
+                word_lens=i64(2))  # fmt: skip
+    out = jr.parse_example([record], ns["spec"])
+    assert out["bag"].shape == (1, 8, 16) and out["bag"][0, 7, 15] == 0.5
+    assert out["words"].shape == (1, 16, 12) and out["words_length_1"][0, 0] == 2
