@@ -66,8 +66,9 @@ class ExampleParser:
 
     Attributes:
         truncated: rows cut to ``max_len`` so far, per feature (only with ``truncate=True``).
-        skipped: rows of ``on_error="skip"`` features that did not decode so far, per feature
-            (those rows are zeros with ``<name>_valid`` False).
+        skipped: rows of ``on_error="skip"`` features that did not decode (or, for a
+            SparseFeature / RaggedFeature, broke its rules) so far, per feature (those rows are
+            zeros, or padding, with ``<name>_valid`` False).
         skip_errors: why, for the first 100 of them: ``"feature 'image', record 7 of the
             batch: truncated JPEG: ..."``.
         skips: the same first 100, as dicts: ``{"error": "ExampleParseError", "path",

@@ -784,8 +784,9 @@ def compile_feature(
             bool(feature.allow_missing),
         )
     raise FeatureSpecError(
-        f"{what}: expected FixedLenFeature, VarLenFeature, FixedLenSequenceFeature, Image, "
-        f"RawTensor or SerializedTensor, got {type(feature).__name__}"
+        f"{what}: expected FixedLenFeature, VarLenFeature, FixedLenSequenceFeature, "
+        f"SparseFeature, RaggedFeature, Image, RawTensor or SerializedTensor, got "
+        f"{type(feature).__name__}"
     )
 
 

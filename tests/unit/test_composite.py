@@ -7,6 +7,9 @@ properties of tests/unit/test_assemble.py.
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -331,9 +334,6 @@ def test_loader_with_a_ragged_context_feature(tmp_path):
 
 
 def test_the_readme_example_parses():
-    import re
-    from pathlib import Path
-
     text = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     section = text.split("#### Sparse and ragged features", 1)[1]
     code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
