@@ -46,7 +46,7 @@ fuzz-build: ## Build the extension with overflow checks and debug assertions, fo
 fuzz: ## Mutation-fuzz the reader, parsers, decoders, CLI and Loader in a watched child (FUZZ_ARGS)
 	PYTHONPATH=tests $(PYTHON) -m fuzz $(FUZZ_ARGS)
 
-golden: ## Rewrite tests/data/golden{,_images,_proto} with real TensorFlow (needs: pip install -e ".[tf]")
+golden: ## Rewrite tests/data/golden{,_images,_proto,_composite} with real TensorFlow (needs: pip install -e ".[tf]")
 	$(PYTHON) scripts/make_golden.py
 
 demo: ## Run the demo on the embedded dataset

@@ -26,6 +26,8 @@ those the manifest's ``accept`` lists the outcomes the test allows: ``tf`` (TF's
 spec-conforming protobuf parser gives) and ``error`` (raising ExampleParseError).
 
 ``--only images`` writes tests/data/golden_images/ (decoded images, decode_raw, parse_tensor).
+``--only composite`` writes tests/data/golden_composite/ (SparseFeature, RaggedFeature: see
+scripts/make_golden_composite.py).
 ``--only proto`` writes tests/data/golden_proto/: the FileDescriptorProtos of TF's
 ``tensorflow/core/example/{feature,example}.proto`` exactly as its generated ``*_pb2`` modules
 hold them, each tf.train class's DescriptorProto, and the bytes, text format and values TF gives
@@ -1991,7 +1993,9 @@ if __name__ == "__main__":
     import argparse
 
     ap = argparse.ArgumentParser(description="Rewrite the golden files with real TensorFlow.")
-    ap.add_argument("--only", choices=("records", "images", "proto"), help="one of the sets")
+    ap.add_argument(
+        "--only", choices=("records", "images", "proto", "composite"), help="one of the sets"
+    )
     only = ap.parse_args().only
     if only in (None, "records"):
         main()
@@ -1999,3 +2003,7 @@ if __name__ == "__main__":
         main_images()
     if only in (None, "proto"):
         main_proto()
+    if only in (None, "composite"):
+        import make_golden_composite  # SparseFeature / RaggedFeature: a script of its own
+
+        make_golden_composite.main()

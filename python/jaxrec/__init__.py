@@ -12,6 +12,8 @@ The public API mirrors ``tf.io`` / ``tf.train`` names so code ports by changing 
 """
 
 from jaxrec import errors as errors
+from jaxrec._composite import RaggedFeature as RaggedFeature
+from jaxrec._composite import SparseFeature as SparseFeature
 from jaxrec._example.codecs import decode_image as decode_image
 from jaxrec._example.codecs import encode_jpeg as encode_jpeg
 from jaxrec._example.codecs import encode_png as encode_png
@@ -102,11 +104,13 @@ __all__ = [
     "JaxrecError",
     "Loader",
     "Manifest",
+    "RaggedFeature",
     "RandomAccessReader",
     "RawTensor",
     "SequenceExample",
     "SerializedTensor",
     "ShardingError",
+    "SparseFeature",
     "StaleIndexError",
     "TFRecordIndex",
     "TFRecordWriter",

@@ -9,23 +9,25 @@ from __future__ import annotations
 import dataclasses
 import threading
 from collections import OrderedDict
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any
 
 import ml_dtypes
 import numpy as np
 
 from jaxrec import _native
+from jaxrec._assemble import assemble, flatten
+from jaxrec._composite import CompiledSpec, Composite, compile_features
 from jaxrec._spec import (
     KIND_FIXED,
     KIND_SEQUENCE,
     KIND_VAR,
     CompiledFeature,
-    compile_spec,
     length_key,
     shape_key,
     valid_key,
 )
+from jaxrec.errors import ExampleParseError
 
 __all__ = [
     "ExampleParser",
@@ -40,6 +42,8 @@ _VIEWS = {"float16": np.dtype(np.float16), "bfloat16": np.dtype(ml_dtypes.bfloat
 Serialized = Sequence[bytes] | np.ndarray | _native.Chunk
 # Skip records kept per parser (and skip_errors messages).
 _MAX_KEPT_SKIPS = 100
+# Where row i of a batch came from: (path, record index, byte offset).
+Locate = Callable[[int], tuple[str | None, int, int | None]]
 
 
 def column_values(col: _native.Column) -> np.ndarray:
@@ -62,8 +66,9 @@ class ExampleParser:
 
     Attributes:
         truncated: rows cut to ``max_len`` so far, per feature (only with ``truncate=True``).
-        skipped: rows of ``on_error="skip"`` features that did not decode so far, per feature
-            (those rows are zeros with ``<name>_valid`` False).
+        skipped: rows of ``on_error="skip"`` features that did not decode (or, for a
+            SparseFeature / RaggedFeature, broke its rules) so far, per feature (those rows are
+            zeros, or padding, with ``<name>_valid`` False).
         skip_errors: why, for the first 100 of them: ``"feature 'image', record 7 of the
             batch: truncated JPEG: ..."``.
         skips: the same first 100, as dicts: ``{"error": "ExampleParseError", "path",
@@ -83,11 +88,16 @@ class ExampleParser:
         sequence_features: Mapping[str, Any] | None = None,
     ) -> None:
         in_context = sequence_features is not None
-        self._context = compile_spec(features, in_context=in_context)
-        self._sequence = (
-            None if sequence_features is None else compile_spec(sequence_features, in_sequence=True)
+        self._context_spec = compile_features(features, in_context=in_context)
+        self._sequence_spec: CompiledSpec | None = None
+        if sequence_features is not None:
+            self._sequence_spec = compile_features(sequence_features, in_sequence=True)
+        self._context = self._context_spec.plain
+        self._sequence = None if self._sequence_spec is None else self._sequence_spec.plain
+        self._native = _native.ExampleParser(
+            self._context_spec.native,
+            None if self._sequence_spec is None else self._sequence_spec.native,
         )
-        self._native = _native.ExampleParser(self._context, self._sequence)
         self._lock = threading.Lock()
         self.truncated: dict[str, int] = {}
         self.skipped: dict[str, int] = {}
@@ -105,18 +115,23 @@ class ExampleParser:
         return list(self._sequence or [])
 
     @property
+    def composite_features(self) -> list[Composite]:
+        """The spec's SparseFeature / RaggedFeature entries, compiled."""
+        return list(self._context_spec.composites)
+
+    @property
     def is_sequence(self) -> bool:
         """True when records are parsed as SequenceExamples."""
         return self._sequence is not None
 
-    def _run(self, serialized: Serialized) -> _native.ParsedBatch:
+    def _run(self, serialized: Serialized) -> tuple[_native.ParsedBatch, Locate]:
         if isinstance(serialized, _native.Chunk):
-            return self._native.parse_chunk(serialized)
+            return self._native.parse_chunk(serialized), _in_chunks([serialized], None, None)
         if isinstance(serialized, (bytes, bytearray, memoryview)):
             raise TypeError(
                 "expected a batch (list) of serialized records; use parse_single_example"
             )
-        return self._native.parse(list(serialized))
+        return self._native.parse(list(serialized)), _in_batch
 
     def _count(self, name: str, truncated: int) -> None:
         if truncated:
@@ -133,6 +148,54 @@ class ExampleParser:
                     f"feature {name!r}, record {s['row']} of the batch: {s['reason']}" for s in kept
                 ]
 
+    def _composites(
+        self, spec: CompiledSpec, cols: list[_native.Column], out: dict, locate: Locate
+    ) -> None:
+        """Assembles the SparseFeature / RaggedFeature outputs from their component columns."""
+        if not spec.composites:
+            return
+        parts = cols[len(spec.plain) :]
+        rows = parts[0].values.shape[0]
+        flat = {
+            key: flatten(column_values(col), col.lengths)
+            for key, col in zip(spec.component_keys, parts, strict=True)
+        }
+        for comp in spec.composites:
+            done = assemble(comp, flat, rows)
+            bad = np.flatnonzero(done.checks.bad)
+            if done.fatal is not None or (len(bad) and not comp.skip_errors):
+                row, reason = done.fatal or (int(bad[0]), done.checks.reason(int(bad[0])))
+                path, index, offset = locate(row)
+                raise ExampleParseError(
+                    reason, path=path, record_index=index, byte_offset=offset, feature=comp.name
+                )
+            if len(bad):
+                kept = []
+                for row in bad[: max(0, _MAX_KEPT_SKIPS - len(self.skips))].tolist():
+                    path, index, offset = locate(row)
+                    reason = done.checks.reason(row)
+                    kept.append(
+                        {
+                            "error": "ExampleParseError",
+                            "path": path,
+                            "record_index": index,
+                            "byte_offset": offset,
+                            "feature": comp.name,
+                            "row": row,
+                            "reason": reason,
+                        }
+                    )
+                with self._lock:
+                    self.skipped[comp.name] = self.skipped.get(comp.name, 0) + len(bad)
+                    kept = kept[: _MAX_KEPT_SKIPS - len(self.skips)]
+                    self.skips += kept
+                    self.skip_errors += [
+                        f"feature {comp.name!r}, record {s['row']} of the batch: {s['reason']}"
+                        for s in kept
+                    ]
+            out.update(done.outputs)
+            self._count(comp.name, done.truncated)
+
     def _columns(
         self,
         specs: list[CompiledFeature],
@@ -140,7 +203,7 @@ class ExampleParser:
         out: dict,
         steps_out: dict | None,
     ) -> None:
-        for spec, col in zip(specs, cols, strict=True):
+        for spec, col in zip(specs, cols[: len(specs)], strict=True):
             values = column_values(col)
             b = values.shape[0]
             if spec.decoding is not None:  # decoded bytes: shaped by the native decoder
@@ -184,9 +247,10 @@ class ExampleParser:
         """
         if self.is_sequence:
             raise TypeError("this parser reads SequenceExamples; use parse_sequence")
-        parsed = self._run(serialized)
+        parsed, locate = self._run(serialized)
         out: dict[str, np.ndarray] = {}
         self._columns(self._context, parsed.context, out, None)
+        self._composites(self._context_spec, parsed.context, out, locate)
         return out
 
     def parse_sequence(
@@ -200,11 +264,12 @@ class ExampleParser:
         """
         if not self.is_sequence:
             raise TypeError("this parser reads Examples; use parse")
-        parsed = self._run(serialized)
+        parsed, locate = self._run(serialized)
         context: dict[str, np.ndarray] = {}
         feature_lists: dict[str, np.ndarray] = {}
         lengths: dict[str, np.ndarray] = {}
         self._columns(self._context, parsed.context, context, None)
+        self._composites(self._context_spec, parsed.context, context, locate)
         self._columns(self._sequence or [], parsed.sequence, feature_lists, lengths)
         return context, feature_lists, lengths
 
@@ -221,6 +286,7 @@ class ExampleParser:
         parsed = self._native.parse_rows(chunks, which, rows)
         out: dict[str, np.ndarray] = {}
         self._columns(self._context, parsed.context, out, None)
+        self._composites(self._context_spec, parsed.context, out, _in_chunks(chunks, which, rows))
         if self._sequence is not None:
             steps: dict[str, np.ndarray] = {}
             self._columns(self._sequence, parsed.sequence, out, steps)
@@ -228,6 +294,27 @@ class ExampleParser:
                 key = f"{spec.name}_steps" if spec.kind == KIND_VAR else length_key(spec.name)
                 out[key] = steps[spec.name].astype(np.int32)
         return out
+
+
+def _in_batch(row: int) -> tuple[None, int, None]:
+    """Where row ``row`` of a list of records came from: the list knows no file."""
+    return None, row, None
+
+
+def _in_chunks(
+    chunks: list[_native.Chunk], which: np.ndarray | None, rows: np.ndarray | None
+) -> Locate:
+    """Where each row came from: record ``rows[i]`` of ``chunks[which[i]]``.
+
+    With ``which`` and ``rows`` None, row ``i`` is record ``i`` of the one chunk.
+    """
+
+    def locate(i: int) -> tuple[str | None, int, int | None]:
+        chunk = chunks[0 if which is None else int(which[i])]
+        r = i if rows is None else int(rows[i])
+        return chunk.path, int(chunk.indices[r]), int(chunk.file_offsets[r])
+
+    return locate
 
 
 _CACHE_SIZE = 64
@@ -297,13 +384,16 @@ def parse_example(serialized: Serialized, features: Mapping[str, Any]) -> dict[s
     Args:
         serialized: a list of serialized ``tf.train.Example`` (bytes), a numpy array of them,
             or a chunk from :func:`jaxrec.read_chunks`.
-        features: ``{name: FixedLenFeature | VarLenFeature | FixedLenSequenceFeature}``.
+        features: ``{name: FixedLenFeature | VarLenFeature | FixedLenSequenceFeature |
+            SparseFeature | RaggedFeature | Image | RawTensor | SerializedTensor}``.
 
     Returns:
         ``{name: np.ndarray}`` with the batch as first dimension. FixedLen features have shape
         ``[batch, *shape]``; VarLen ``[batch, max_len or longest]`` plus ``<name>_length``;
-        FixedLenSequence ``[batch, steps, *shape]`` plus ``<name>_length``. Bytes features are
-        numpy object arrays of ``bytes``.
+        FixedLenSequence ``[batch, steps, *shape]`` plus ``<name>_length``; Sparse
+        ``[batch, *size]``; Ragged ``[batch, max_lens[0], ...]`` plus the lengths of each
+        ragged level (``length_key(name, k)``). Bytes features are numpy object arrays of
+        ``bytes``.
 
     Raises:
         ExampleParseError: as TensorFlow would raise, naming the record and feature.
@@ -332,7 +422,8 @@ def parse_sequence_example(
 
     Args:
         serialized: serialized ``tf.train.SequenceExample`` messages (see :func:`parse_example`).
-        context_features: spec of the context (Example rules).
+        context_features: spec of the context (Example rules; a RaggedFeature may be one, a
+            SparseFeature may not, as in TensorFlow).
         sequence_features: spec of the feature lists: ``FixedLenSequenceFeature`` (each step
             a fixed shape) or ``VarLenFeature`` (each step any length).
 

@@ -9,6 +9,9 @@ differences follow from XLA wanting static shapes:
 * Variable-length features (``VarLenFeature``, ``FixedLenSequenceFeature``) come back as a
   dense array padded to ``max_len`` (or, without it, to the longest row of the batch, which is
   what ``tf.sparse.to_dense`` gives) plus a ``<name>_length`` array of true lengths.
+
+``SparseFeature`` and ``RaggedFeature``, read from several features of a record, live in
+:mod:`jaxrec._composite`.
 """
 
 from __future__ import annotations
@@ -351,9 +354,20 @@ Feature = (
 _DECODED = (Image, RawTensor, SerializedTensor)
 
 
-def length_key(name: str) -> str:
-    """Returns the output key holding the true lengths of variable-length feature ``name``."""
-    return f"{name}_length"
+def length_key(name: str, level: int = 0) -> str:
+    """Returns the output key holding the true lengths of variable-length feature ``name``.
+
+    Args:
+        name: the feature.
+        level: for a :class:`~jaxrec.RaggedFeature`, the ragged dimension: 0 (the default) is
+            the outermost (``<name>_length``, rows per record), ``k`` the k-th ragged dimension
+            inside it (``<name>_length_<k>``, the length of each of its rows).
+
+    Example:
+        >>> length_key("tokens"), length_key("words", 1)
+        ('tokens_length', 'words_length_1')
+    """
+    return f"{name}_length" if level == 0 else f"{name}_length_{level}"
 
 
 def shape_key(name: str) -> str:
@@ -770,8 +784,9 @@ def compile_feature(
             bool(feature.allow_missing),
         )
     raise FeatureSpecError(
-        f"{what}: expected FixedLenFeature, VarLenFeature, FixedLenSequenceFeature, Image, "
-        f"RawTensor or SerializedTensor, got {type(feature).__name__}"
+        f"{what}: expected FixedLenFeature, VarLenFeature, FixedLenSequenceFeature, "
+        f"SparseFeature, RaggedFeature, Image, RawTensor or SerializedTensor, got "
+        f"{type(feature).__name__}"
     )
 
 

@@ -24,6 +24,7 @@ from jaxrec._spec import compile_spec
 DATA = Path(__file__).resolve().parents[1] / "data"
 GOLDEN = DATA / "golden"
 IMAGES = DATA / "golden_images"
+COMPOSITE = DATA / "golden_composite"
 
 INT_DTYPES = ["np.int64", "np.int32", "np.int16", "np.int8", "np.uint8", "np.uint16"]
 INT_DTYPES += ["np.uint32", "np.uint64", "np.bool_"]
@@ -342,6 +343,61 @@ def tensor_groups(tensors: list[tuple[bytes, str]]) -> list[Group]:
     return groups
 
 
+def _composite_source(name: str, f: dict, rng: random.Random, variant: bool) -> str:
+    """A SparseFeature / RaggedFeature of tests/data/golden_composite as source, or a variant
+    (another dtype, max_lens, truncate, on_error)."""
+    dtype = _BASE_DTYPE[f["dtype"]]
+    extra = ""
+    if variant:
+        if dtype == "np.int64":
+            dtype = rng.choice(INT_DTYPES)
+        elif dtype == "np.float32":
+            dtype = rng.choice(FLOAT_DTYPES)
+        extra = f", on_error={rng.choice(('raise', 'skip'))!r}"
+    if f["type"] == "Sparse":
+        sort = f["already_sorted"] if not variant else rng.random() < 0.3
+        return (
+            f"jr.SparseFeature({f['index_key']!r}, {f['value_key']!r}, {dtype}, {f['size']!r}, "
+            f"already_sorted={sort}{extra})"
+        )
+    parts = ", ".join(f"jr.RaggedFeature.{kind}({arg!r})" for kind, arg in f["partitions"])
+    if variant and rng.random() < 0.7:
+        levels = 1 + sum(kind != "UniformRowLength" for kind, _ in f["partitions"])
+        extra += f", max_lens={[rng.choice((0, 1, 2, 4)) for _ in range(levels)]}"
+        extra += f", truncate={rng.random() < 0.5}"
+    return f"jr.RaggedFeature({dtype}, value_key={f['value_key']!r}, partitions=[{parts}]{extra})"
+
+
+def composite_groups(rng: random.Random, variants: int = 6) -> list[Group]:
+    """One group per Example case of tests/data/golden_composite (SparseFeature, RaggedFeature),
+    with its TF spec and variants of it."""
+    manifest = json.loads((COMPOSITE / "manifest.json").read_text(encoding="utf-8"))
+    records = list(jr.read_records(str(COMPOSITE / "cases.tfrecord")))
+    groups = []
+    for entry in manifest["cases"]:
+        if entry["kind"] != "example":
+            continue
+        specs = []
+        for k in range(variants + 1):
+            src = (
+                "{"
+                + ", ".join(
+                    f"{n!r}: {_composite_source(n, f, rng, k > 0)}"
+                    for n, f in entry["features"].items()
+                )
+                + "}"
+            )
+            try:
+                jr.ExampleParser(eval(src, {"jr": jr, "np": np}))  # noqa: S307 - our own source
+            except jr.JaxrecError:
+                continue
+            if src not in specs:
+                specs.append(src)
+        start, stop = entry["records"]
+        groups.append(Group(f"composite_{entry['name']}", False, records[start:stop], specs))
+    return groups
+
+
 def _compressed(data: bytes, compression: str) -> bytes:
     from . import mutate
 
@@ -366,6 +422,8 @@ def record_files(groups: list[Group]) -> list[tuple[str, bytes, str, list[str]]]
             "images_0",
             "ex_varlen",
             "ex_scalars",
+            "composite_rg_three_levels",
+            "composite_sp_2d",
         ):
             continue
         plain = b"".join(mutate.frame(r) for r in g.records)
@@ -382,6 +440,6 @@ def build(seed: int = 0) -> Corpus:
     images = _source_images()
     tensors = _tensor_seeds()
     groups = golden_groups(rng) + generated_groups() + image_groups(images) + raw_groups()
-    groups += tensor_groups(tensors)
+    groups += tensor_groups(tensors) + composite_groups(rng)
     files = record_files(groups)
     return Corpus(groups, [f[:3] for f in files], files, images, tensors)

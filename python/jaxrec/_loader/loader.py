@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from jaxrec._composite import Composite
 from jaxrec._io.index import file_fingerprint
 from jaxrec._io.manifest import Manifest
 from jaxrec._io.paths import PathLike, StorageOptions, expand_paths, file_size
@@ -91,7 +92,9 @@ class Loader:
         max_record_bytes: the largest record accepted (default 1 GiB); a longer declared
             length is a :class:`~jaxrec.errors.CorruptRecordError` (skipped with ``"skip"``).
         on_error: ``"raise"`` or ``"skip"`` (bad records skipped and counted in
-            :meth:`stats`; parse errors always raise).
+            :meth:`stats`; parse errors always raise, except those of features with their own
+            ``on_error="skip"``, such as an ``Image`` or a ``SparseFeature``: their rows are
+            padding with ``<name>_valid`` False, counted in ``loader.parser.skipped``).
         process_index, process_count: this host's shard (default: JAX's, without
             initialising JAX when ``jax.distributed`` is not in use).
         record_counts: record count of each file, if known; else taken from record indexes
@@ -117,8 +120,9 @@ class Loader:
             flight each.
 
     Raises:
-        FeatureSpecError: a variable-length feature lacks ``max_len`` (batches need static
-            shapes), or an output key collides with ``mask_key``.
+        FeatureSpecError: a variable-length feature lacks ``max_len`` (a RaggedFeature
+            ``max_lens``: batches need static shapes), or an output key collides with
+            ``mask_key``.
         ShardingError: the batch cannot be split as ``sharding`` asks, there are no files
             or records, or ``drop_remainder`` leaves no full batch.
         JaxrecError: ``state`` does not fit these files and settings.
@@ -197,7 +201,7 @@ class Loader:
             "storage_options": storage_options,
         }
         self.parser = ExampleParser(features, sequence_features)
-        _check_static(self.parser.compiled_features, "features")
+        _check_static(self.parser.compiled_features, "features", self.parser.composite_features)
         _check_static(self.parser.compiled_sequence_features, "sequence_features")
         self._batcher = Batcher(self._parse_rows([], [], []), self.batch_size, mask_key)
         # Indexes the plan came from, each checked against its file when this host opens it.
@@ -522,8 +526,16 @@ class Loader:
         return out
 
 
-def _check_static(compiled: list[CompiledFeature], where: str) -> None:
+def _check_static(
+    compiled: list[CompiledFeature], where: str, composites: Iterable[Composite] = ()
+) -> None:
     """Refuses features whose batch shape would vary: the Loader yields static shapes."""
+    for comp in composites:
+        if None in getattr(comp, "max_lens", ()):  # a SparseFeature's shape is its size
+            raise FeatureSpecError(
+                f"feature {comp.name!r} in {where} needs max_lens with an int for every ragged "
+                f"dimension, got {list(comp.max_lens)}: the Loader yields static shapes"
+            )
     for c in compiled:
         if c.kind != KIND_FIXED and c.max_len is None:
             raise FeatureSpecError(
