@@ -233,3 +233,27 @@ def test_skip_gives_a_padding_row_and_keeps_the_others(entry):
         alone = jr.parse_example(good, _spec(entry))
         for key, arr in alone.items():
             _same(np.delete(got[key], bad, axis=0), arr, f"{entry['name']}: {key}")
+
+
+def test_live_tensorflow_gives_the_golden_outputs():
+    """Reruns every case through TensorFlow (when installed) against the committed goldens."""
+    pytest.importorskip(
+        "tensorflow", reason="live TensorFlow variant; the golden variant ran without it"
+    )
+    import importlib.util
+
+    script = GOLDEN.parents[2] / "scripts" / "make_golden_composite.py"
+    spec = importlib.util.spec_from_file_location("make_golden_composite", script)
+    gen = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gen)
+    assert [c["name"] for c in gen.CASES] == [c["name"] for c in CASES]
+    for case, entry in zip(gen.CASES, CASES, strict=True):
+        assert _records(entry) == case["records"], entry["name"]
+        ok, value = gen.run(lambda case=case: gen.tf_batch(case))
+        assert ok == entry["tf_batch"]["ok"], entry["name"]
+        if entry["expect"] != "match":
+            continue
+        want = _expected(entry)
+        assert set(value) == set(want), entry["name"]
+        for key, arr in value.items():
+            _same(arr, want[key], f"live TF, {entry['name']}: {key}")
