@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from shards import write_shards
 
 import jaxrec as jr
 
@@ -17,13 +18,7 @@ WORKER = Path(__file__).with_name("pod_worker.py")
 
 
 def write(tmp_path, sizes, compression=None):
-    paths = []
-    for f, n in enumerate(sizes):
-        p = tmp_path / f"part-{f:03d}.tfrecord{'.gz' if compression else ''}"
-        with jr.TFRecordWriter(p, compression) as w:
-            w.write_many([jr.encode_example({"id": f * 100_000 + i}) for i in range(n)])
-        paths.append(str(p))
-    return paths
+    return write_shards(tmp_path, sizes, compression, stride=100_000)
 
 
 def all_ids(sizes):

@@ -8,6 +8,7 @@ import sys
 
 import numpy as np
 import pytest
+from shards import write_shards
 
 import jaxrec as jr
 
@@ -15,13 +16,7 @@ SPEC = {"id": jr.FixedLenFeature([], np.int64)}
 
 
 def write(tmp_path, sizes, compression=None):
-    paths = []
-    for f, n in enumerate(sizes):
-        p = tmp_path / f"part-{f:03d}.tfrecord{'.gz' if compression else ''}"
-        with jr.TFRecordWriter(p, compression) as w:
-            w.write_many([jr.encode_example({"id": f * 10_000 + i}) for i in range(n)])
-        paths.append(str(p))
-    return paths
+    return write_shards(tmp_path, sizes, compression)
 
 
 def test_build_save_load_round_trip(tmp_path):

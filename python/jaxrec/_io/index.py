@@ -352,8 +352,12 @@ class TFRecordIndex:
             index.check()
         return index
 
-    def check(self) -> None:
-        """Raises :class:`StaleIndexError` if the file is not the one that was indexed."""
+    def check(self) -> tuple[int, int, int]:
+        """Raises :class:`StaleIndexError` if the file is not the one that was indexed.
+
+        Returns:
+            The file's :func:`file_fingerprint`, measured for the check.
+        """
         now = _fingerprint(self.path, self.storage_options)
         if now[0] != self.fingerprint[0]:
             raise StaleIndexError(
@@ -365,6 +369,7 @@ class TFRecordIndex:
                 f"{self.path}: the file changed since it was indexed (its first or last 64 KiB "
                 "differ); rebuild the index (jaxrec index --force)"
             )
+        return now[0], now[2], now[3]
 
     def is_fresh(self) -> bool:
         """Whether the file is unchanged since it was indexed."""

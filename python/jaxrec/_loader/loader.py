@@ -191,7 +191,7 @@ class Loader:
         self.block_length = max(1, int(block_length))
         self.chunk_bytes = chunk_bytes
         self.shard: HostShard = host_shard(process_index, process_count)
-        self._fingerprint_cache: dict[int, list[int]] = {}
+        self._fingerprint_cache: dict[str, list[int]] = {}  # by path
         self._skip_errors = skip
         self._reader_options = {
             "compression": compression,
@@ -319,11 +319,12 @@ class Loader:
             mine = self._share(position)[0][self.shard.index]
         out = {}
         for f in sorted({int(self.spans.file[s]) for s in mine.span}):
-            if f not in self._fingerprint_cache:
-                self._fingerprint_cache[f] = list(
-                    file_fingerprint(self.paths[f], self._reader_options["storage_options"])
+            path = self.paths[f]
+            if path not in self._fingerprint_cache:
+                self._fingerprint_cache[path] = list(
+                    file_fingerprint(path, self._reader_options["storage_options"])
                 )
-            out[str(f)] = self._fingerprint_cache[f]
+            out[str(f)] = self._fingerprint_cache[path]
         return out
 
     def _share(self, position: LoaderPosition):
@@ -355,7 +356,8 @@ class Loader:
         index = self._unchecked_indexes.pop(path, None)
         if index is not None:
             try:
-                index.check()
+                # The state's fingerprint of this file too: its two ends are read once.
+                self._fingerprint_cache[path] = list(index.check())
             except StaleIndexError as e:
                 raise FileChangedError(
                     f"{e.args[0].split(': ', 1)[-1]}; the plan was made from that index",
