@@ -16,9 +16,10 @@ Errors name the URL and tell a missing file, a refusal and an unreachable store 
 
 from __future__ import annotations
 
+import concurrent.futures
 import glob
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from jaxrec._io.remote import check_file, named_error, remote_errors, with_defaults
@@ -28,6 +29,7 @@ __all__ = [
     "StorageOptions",
     "expand_paths",
     "file_size",
+    "file_sizes",
     "is_url",
     "url_filesystem",
 ]
@@ -140,3 +142,13 @@ def file_size(path: str, storage_options: StorageOptions = None) -> int:
             raise named_error(OSError, path, "the server does not say how big the file is")
         return int(size)
     return os.path.getsize(path)
+
+
+def file_sizes(
+    files: Sequence[str], storage_options: Mapping[str, Any] | None = None, workers: int = 8
+) -> list[int]:
+    """The size of each file (:func:`file_size`); URLs are asked ``workers`` at a time."""
+    if not any(is_url(f) for f in files):
+        return [file_size(f) for f in files]
+    with concurrent.futures.ThreadPoolExecutor(max(1, min(workers, len(files)))) as pool:
+        return list(pool.map(lambda f: file_size(f, storage_options), files))

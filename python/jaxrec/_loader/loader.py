@@ -30,7 +30,7 @@ import numpy as np
 from jaxrec._composite import Composite
 from jaxrec._io.index import file_fingerprint
 from jaxrec._io.manifest import Manifest
-from jaxrec._io.paths import PathLike, StorageOptions, expand_paths, file_size
+from jaxrec._io.paths import PathLike, StorageOptions, expand_paths, file_sizes
 from jaxrec._io.records import open_reader, skips_errors
 from jaxrec._loader.batcher import Batcher
 from jaxrec._loader.counts import span_table
@@ -226,7 +226,7 @@ class Loader:
         self.spans = table(count=num_epochs is not None)
         self._span_sizes: np.ndarray | None = None
         if not self.spans.known:
-            sizes = self.spans.sizes([file_size(p, storage_options) for p in self.paths])
+            sizes = self.spans.sizes(file_sizes(self.paths, storage_options))
             if int((sizes > 0).sum()) >= self.shard.count:
                 self._span_sizes = sizes
             else:  # too few spans to give every host one: count after all

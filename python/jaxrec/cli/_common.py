@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from jaxrec._io.index import is_index_file
-from jaxrec._io.paths import expand_paths, file_size, is_url
+from jaxrec._io.paths import expand_paths, file_size, file_sizes, is_url
 from jaxrec._parse import ExampleParser
 from jaxrec.errors import ExampleParseError, FeatureSpecError, JaxrecError
 
@@ -253,16 +253,6 @@ def input_files(
     if not out:
         raise UsageError("no TFRecord files given (index and manifest files are skipped)")
     return out
-
-
-def file_sizes(
-    files: Sequence[str], storage_options: Mapping[str, Any] | None = None, workers: int = 8
-) -> list[int]:
-    """The size of each file: from the OS, or from fsspec for URLs (asked in parallel)."""
-    if not any(is_url(f) for f in files):
-        return [os.path.getsize(f) for f in files]
-    with concurrent.futures.ThreadPoolExecutor(max(1, min(workers, len(files)))) as pool:
-        return list(pool.map(lambda f: file_size(f, storage_options), files))
 
 
 def load_spec(arg: str) -> tuple[dict[str, Any], dict[str, Any] | None]:
