@@ -13,6 +13,7 @@ import pytest
 
 import jaxrec as jr
 from jaxrec.testing import assert_resumes_exactly
+from shards import write_shards
 
 SPEC = {"id": jr.FixedLenFeature([], np.int64)}
 
@@ -169,3 +170,30 @@ def test_files_disappearing_between_count_and_read(tmp_path):
     os.remove(path)
     with pytest.raises(FileNotFoundError):
         list(loader)
+
+
+@pytest.mark.parametrize("cycle_length", [2, 4, 8])
+@pytest.mark.parametrize("shuffle", [False, True])
+@pytest.mark.parametrize("span_bytes", [None, 2048])  # 2048: uncounted spans, read to their ends
+def test_chunks_are_kept_while_records_taken_from_them_wait_for_a_batch(
+    tmp_path, cycle_length, shuffle, span_bytes
+):
+    # Tiny chunks, batches and windows: hundreds of takes per epoch, so chunks are dropped
+    # (every 64 takes) while the last records taken from them have not reached a batch yet.
+    paths = write_shards(tmp_path, [300] * 8)
+    extra = {} if span_bytes is None else {"span_bytes": span_bytes}
+    loader = jr.Loader(
+        paths,
+        SPEC,
+        2,
+        cycle_length=cycle_length,
+        block_length=3,
+        chunk_bytes=64,
+        shuffle=shuffle,
+        shuffle_buffer=10,
+        seed=3,
+        num_threads=2,
+        **extra,
+    )
+    ids = [i for b in loader for i in ids_of(b)]
+    assert sorted(ids) == [f * 10_000 + i for f in range(8) for i in range(300)]

@@ -216,8 +216,7 @@ class EpochStream:
             self._close_finished()
         if self.state.done(len(self.lengths)):
             self.finished = True
-        self._after_take()
-        return np.concatenate(parts) if parts else _EMPTY
+        return self._after_take(parts)
 
     def _interleave_unknown(self, records: int) -> np.ndarray:
         """The interleave over pieces whose ends are found by reading them.
@@ -266,13 +265,16 @@ class EpochStream:
                 s.at = (s.at + 1) % len(s.slots)
             else:  # stopped inside the block
                 s.in_block += len(handles)
-        self._after_take()
-        return np.concatenate(parts) if parts else _EMPTY
+        return self._after_take(parts)
 
-    def _after_take(self) -> None:
+    def _after_take(self, parts: list[np.ndarray]) -> np.ndarray:
+        """The handles of one take, joined; now and then drops the chunks nothing needs."""
+        taken = np.concatenate(parts) if parts else _EMPTY
         self._takes += 1
         if self._takes % _COLLECT_EVERY == 0:
-            self._collect()
+            # The taken handles are in no reader and not yet pending: they are live too.
+            self._collect(taken)
+        return taken
 
     def _close_finished(self) -> None:
         open_pieces = {p for p, _ in self.state.slots}
@@ -320,9 +322,9 @@ class EpochStream:
         """Turns handles into what ``ExampleParser.parse_rows`` takes: chunks, which, rows."""
         return self.registry.resolve(handles)
 
-    def _collect(self) -> None:
-        """Drops chunks no longer referenced by pending records or open readers."""
-        live = set(chunk_ids(self.pending).tolist())
+    def _collect(self, taken: np.ndarray) -> None:
+        """Drops chunks referenced by none of ``taken``, the pending records, open readers."""
+        live = set(chunk_ids(self.pending).tolist()) | set(chunk_ids(taken).tolist())
         for r in self.readers.values():
             live.update(r.live_chunks())
         self.registry.keep_only(live)
