@@ -22,6 +22,7 @@ import json
 import os
 import secrets
 import threading
+import time
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
@@ -413,7 +414,8 @@ class Loader:
 
     def _finish(self, parsed: dict[str, np.ndarray] | None, real: int) -> dict[str, np.ndarray]:
         batch = self._batcher.finish(parsed, real)
-        self._stats.add(padded_rows=self.batch_size - real)
+        if real < self.batch_size:
+            self._stats.add(padded_rows=self.batch_size - real)
         return batch
 
     def _run_spec(self) -> RunSpec:
@@ -469,14 +471,14 @@ class Loader:
             self._run = run
         try:
             while True:
-                with self._stats.timed("consumer_wait_seconds"):
-                    item = run.get()
+                start = time.perf_counter()
+                item = run.get()
                 if item is END:
                     return
+                self._stats.add(batches=1, consumer_wait_seconds=time.perf_counter() - start)
                 batch, position, info = item
                 self._position = position
                 self.last_info = info
-                self._stats.add(batches=1)
                 yield batch
         finally:
             run.stop()

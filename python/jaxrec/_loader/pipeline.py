@@ -47,7 +47,11 @@ from jaxrec.errors import JaxrecError
 __all__ = ["END", "BatchInfo", "Pipeline"]
 
 _POLL = 0.1  # seconds between checks of the stop flag while blocked on a queue
-_GROUP = 8  # batches the planner prepares per step
+# Records the planner prepares per step, in whole batches (1 to _MAX_GROUP): its per-step
+# Python work (interleave, chunk lookup, reader positions) shares the GIL with every thread,
+# so it is spread over many batches; a cap keeps the first batch and a resume's re-read short.
+_GROUP_RECORDS = 16_384
+_MAX_GROUP = 64
 _STOP_TIMEOUT = 30.0  # seconds stop() waits for the threads
 
 END = object()  # the end of the run, on a queue
@@ -209,7 +213,9 @@ class Pipeline:
                 while plan is None or done < plan.batches:
                     # Handles, chunk lookup and position for a group of batches at once: the
                     # per-batch Python work of the planner is what the GIL would serialise.
-                    group = _GROUP if plan is None else min(_GROUP, plan.batches - done)
+                    group = max(1, min(_MAX_GROUP, _GROUP_RECORDS // b))
+                    if plan is not None:
+                        group = min(group, plan.batches - done)
                     hint = stream.hint  # where readers stood at or before these batches
                     handles = stream.next_handles(b * group)
                     if plan is None:
