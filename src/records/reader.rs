@@ -539,7 +539,10 @@ impl RecordReader {
         }
         let len = le_u64(buf, p);
         let fits = match self.known_len {
-            Some(n) => len + (HEADER + FOOTER) as u64 <= n.saturating_sub(self.offset_of(p)),
+            // `len` is the file's word, any u64: saturate (u64::MAX never fits a file).
+            Some(n) => {
+                len.saturating_add((HEADER + FOOTER) as u64) <= n.saturating_sub(self.offset_of(p))
+            }
             None => true,
         };
         let sound = len <= self.opts.max_record_bytes

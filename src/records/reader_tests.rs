@@ -100,6 +100,27 @@ fn absurd_length_fails_before_allocating() {
 }
 
 #[test]
+fn a_length_near_u64_max_is_an_error_not_an_overflow() {
+    // The fit check adds the header and footer to the declared length: it must not wrap (a
+    // panic in a build with overflow checks, a wrong answer without).
+    for len in [u64::MAX, u64::MAX - 15, u64::MAX - 16] {
+        let mut bytes = header(len);
+        bytes.extend([0u8; 20]);
+        let err = read_all(
+            &mut reader(bytes.clone(), ReaderOptions::default()),
+            10,
+            1 << 20,
+        );
+        assert!(err.is_err(), "{len}: {err:?}");
+        let mut r = plain(&bytes, ReaderOptions::default(), Range::default()).unwrap();
+        assert!(drain(&mut r).is_err(), "{len}");
+        let mut r = plain(&bytes, skipping(), Range::default()).unwrap();
+        assert_eq!(drain(&mut r).unwrap().len(), 0, "{len}");
+        assert_eq!(r.stats().skipped_bytes, bytes.len() as u64, "{len}");
+    }
+}
+
+#[test]
 fn truncated_tail() {
     let mut bytes = framed(&[b"abc", b"defg"]);
     bytes.truncate(bytes.len() - 2);
