@@ -333,8 +333,15 @@ class Child:
         """A case has used ``timeout`` seconds of CPU (it spins), or ``wall_timeout`` of wall
         time (it waits on something that never comes): CPU time keeps a machine too busy to
         run the child from reading as a hang."""
-        index, started, cpu_at_start = PROGRESS.unpack_from(self.progress, 0)
-        if index < 0:
+        # The child rewrites the record before every case while this reads it: a read that
+        # straddles a write can pair a new index with the idle record's zero start time (a
+        # "hang" of the machine's whole uptime). Only a record read twice alike is used; a
+        # case that really hangs leaves it unchanged.
+        record = PROGRESS.unpack_from(self.progress, 0)
+        if record != PROGRESS.unpack_from(self.progress, 0):
+            return False
+        index, started, cpu_at_start = record
+        if index < 0 or started <= 0.0:
             return False
         waited = time.monotonic() - started
         if waited > (self.opts.wall_timeout or self.opts.timeout * 6):

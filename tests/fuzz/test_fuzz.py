@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import random
 import struct
+import time
 
 import numpy as np
 import pytest
 
 import jaxrec as jr
 from fuzz import Campaign, Options, corpus, mutate, proto
+from fuzz.child import PROGRESS
 from fuzz.harness import Child, Generator
 
 EXECUTIONS = 4000  # a few seconds; the campaign is deterministic for its seed
@@ -166,3 +168,17 @@ def test_a_short_campaign_finds_nothing(tmp_path):
     assert not report.findings, "\n".join(lines)
     assert report.executions == EXECUTIONS
     assert set(report.per_target) >= {"parse_example", "reader", "decode_image", "parse_tensor"}
+
+
+def test_a_progress_record_caught_mid_write_is_not_a_hang():
+    # A new case's index beside the idle record's zero start: what a read racing the child's
+    # write can see. It once made two healthy campaigns report "hangs" of the machine's uptime.
+    child = Child(Options(timeout=1.0, wall_timeout=4.0))
+    child.start()
+    try:
+        PROGRESS.pack_into(child.progress, 0, 7, 0.0, 0.0)
+        assert not child._stuck()
+        PROGRESS.pack_into(child.progress, 0, 7, time.monotonic() - 10.0, 0.0)
+        assert child._stuck()  # a sound record of a case running past the wall timeout
+    finally:
+        child.close()
