@@ -30,6 +30,8 @@ mod batch;
 mod feature_list;
 mod fill;
 mod lists;
+#[cfg(test)]
+mod oracle_tests;
 mod scan;
 pub mod spec;
 

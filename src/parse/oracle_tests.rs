@@ -1,0 +1,354 @@
+//! The Example parser against a model of TensorFlow's rules, on many random batches.
+//!
+//! Each batch is built from a model (which feature lists each record holds, in which wire
+//! arrangement: packed runs, loose values, a repeated key whose last copy wins, unrequested
+//! features, kindless Features), parsed with a random spec (FixedLen with and without defaults,
+//! VarLen and FixedLenSequence with and without `max_len` and `truncate`), and compared with
+//! what the model says `tf.io.parse_example` gives: the same arrays, lengths and truncation
+//! counts, or an error where TensorFlow refuses the batch. The golden files pin the same rules
+//! against TensorFlow itself from Python; this keeps them pinned in the Rust core's own tests.
+
+use super::spec::{CompiledSpec, Defaults, FeatureConfig, Kind};
+use super::{parse_examples, ParsedBatch};
+use crate::column::ColumnData;
+use crate::dtype::OutDType;
+use crate::wire::write_varint;
+
+/// A small deterministic generator (xorshift64*): the same batches on every run.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+    fn chance(&mut self, percent: usize) -> bool {
+        self.below(100) < percent
+    }
+}
+
+/// One Feature of a record, as the model sees it.
+#[derive(Clone, Debug)]
+enum Val {
+    Ints(Vec<i64>),
+    Floats(Vec<f32>),
+    Bytes(Vec<Vec<u8>>),
+    /// A Feature message with no list set.
+    Kindless,
+}
+
+/// A flat output value, for comparing columns of any of the dtypes used here.
+#[derive(Clone, Debug, PartialEq)]
+enum Out {
+    I(i64),
+    F(u32), // f32 bits: equal means bit-equal
+    B(Vec<u8>),
+}
+
+fn field(out: &mut Vec<u8>, key: u8, body: &[u8]) {
+    out.push(key);
+    write_varint(out, body.len() as u64);
+    out.extend_from_slice(body);
+}
+
+fn encode_feature(v: &Val, rng: &mut Rng) -> Vec<u8> {
+    let mut list = Vec::new();
+    let kind = match v {
+        Val::Kindless => return Vec::new(),
+        Val::Bytes(values) => {
+            for b in values {
+                field(&mut list, 0x0a, b);
+            }
+            1
+        }
+        Val::Ints(values) => {
+            let mut i = 0;
+            while i < values.len() {
+                if rng.chance(50) {
+                    // A packed run of 0 to 3 values.
+                    let run = rng.below(4).min(values.len() - i);
+                    let mut block = Vec::new();
+                    for &x in &values[i..i + run] {
+                        write_varint(&mut block, x as u64);
+                    }
+                    field(&mut list, 0x0a, &block);
+                    i += run;
+                } else {
+                    list.push(0x08);
+                    write_varint(&mut list, values[i] as u64);
+                    i += 1;
+                }
+            }
+            3
+        }
+        Val::Floats(values) => {
+            let mut i = 0;
+            while i < values.len() {
+                if rng.chance(50) {
+                    let run = rng.below(4).min(values.len() - i);
+                    let block: Vec<u8> = values[i..i + run]
+                        .iter()
+                        .flat_map(|x| x.to_le_bytes())
+                        .collect();
+                    field(&mut list, 0x0a, &block);
+                    i += run;
+                } else {
+                    list.push(0x0d);
+                    list.extend_from_slice(&values[i].to_le_bytes());
+                    i += 1;
+                }
+            }
+            2
+        }
+    };
+    let mut feature = Vec::new();
+    field(&mut feature, kind << 3 | 2, &list);
+    feature
+}
+
+fn encode_example(entries: &[(String, Val)], rng: &mut Rng) -> Vec<u8> {
+    let mut map = Vec::new();
+    for (name, v) in entries {
+        let mut entry = Vec::new();
+        field(&mut entry, 0x0a, name.as_bytes());
+        field(&mut entry, 0x12, &encode_feature(v, rng));
+        field(&mut map, 0x0a, &entry);
+    }
+    let mut rec = Vec::new();
+    field(&mut rec, 0x0a, &map);
+    rec
+}
+
+/// A Feature for `cfg` (of its list type, mostly of a count it accepts), or any Feature.
+fn random_val(cfg: Option<&FeatureConfig>, rng: &mut Rng) -> Val {
+    let mut n = rng.below(6);
+    let mut pick = rng.below(10);
+    if let Some(cfg) = cfg.filter(|_| rng.chance(85)) {
+        pick = match cfg.dtype {
+            OutDType::I64 => 1,
+            OutDType::F32 => 5,
+            _ => 8,
+        };
+        if rng.chance(70) {
+            n = match cfg.kind {
+                Kind::Fixed => cfg.n,
+                Kind::Sequence => cfg.n * rng.below(4),
+                Kind::Var => n,
+            };
+        }
+    }
+    match pick {
+        0 => Val::Kindless,
+        1..=4 => Val::Ints(
+            (0..n)
+                .map(|_| match rng.below(4) {
+                    0 => -(rng.below(1000) as i64),
+                    1 => (rng.next() >> 1) as i64, // up to 10-byte varints
+                    _ => rng.below(300) as i64,
+                })
+                .collect(),
+        ),
+        5..=7 => Val::Floats(
+            (0..n)
+                .map(|_| rng.below(2000) as f32 / 8.0 - 100.0)
+                .collect(),
+        ),
+        _ => Val::Bytes(
+            (0..n)
+                .map(|_| vec![b'a' + rng.below(26) as u8; rng.below(4)])
+                .collect(),
+        ),
+    }
+}
+
+fn random_config(name: &str, rng: &mut Rng) -> FeatureConfig {
+    let dtype = [OutDType::I64, OutDType::F32, OutDType::Bytes][rng.below(3)];
+    let kind = [Kind::Fixed, Kind::Var, Kind::Sequence][rng.below(3)];
+    let n = match kind {
+        Kind::Fixed => rng.below(4),
+        Kind::Sequence => 1 + rng.below(2),
+        Kind::Var => 1,
+    };
+    let max_len = (kind != Kind::Fixed && rng.chance(50)).then(|| rng.below(4));
+    let values = match kind {
+        Kind::Fixed if rng.chance(30) => None,
+        Kind::Fixed => Some(n),
+        _ => Some(1),
+    };
+    let defaults = match (values, dtype) {
+        (None, _) => Defaults::None,
+        (Some(k), OutDType::I64) => Defaults::Int((0..k).map(|i| -7 - i as i64).collect()),
+        (Some(k), OutDType::F32) => Defaults::Float((0..k).map(|i| 0.5 + i as f64).collect()),
+        (Some(k), _) => Defaults::Bytes((0..k).map(|i| vec![b'0' + i as u8]).collect()),
+    };
+    FeatureConfig {
+        name: name.into(),
+        kind,
+        dtype,
+        n,
+        max_len,
+        truncate: rng.chance(50),
+        defaults,
+        allow_missing: true,
+    }
+}
+
+/// What the model says one feature of the batch becomes: `(values, shape, lengths, truncated)`,
+/// or `None` where TensorFlow refuses the batch.
+type Expected = (Vec<Out>, Vec<usize>, Option<Vec<i32>>, u64);
+
+fn model(cfg: &FeatureConfig, rows: &[Option<&Val>]) -> Option<Expected> {
+    let defaults: Vec<Out> = match &cfg.defaults {
+        Defaults::None => Vec::new(),
+        Defaults::Int(v) => v.iter().map(|&x| Out::I(x)).collect(),
+        Defaults::Float(v) => v.iter().map(|&x| Out::F((x as f32).to_bits())).collect(),
+        Defaults::Bytes(v) => v.iter().map(|b| Out::B(b.clone())).collect(),
+        Defaults::UInt(_) => unreachable!(),
+    };
+    // Each row's values; a kindless Feature counts as missing in an Example.
+    let mut lists: Vec<Option<Vec<Out>>> = Vec::new();
+    for v in rows {
+        let list = match (v, cfg.dtype) {
+            (None | Some(Val::Kindless), _) => None,
+            (Some(Val::Ints(x)), OutDType::I64) => Some(x.iter().map(|&x| Out::I(x)).collect()),
+            (Some(Val::Floats(x)), OutDType::F32) => {
+                Some(x.iter().map(|x| Out::F(x.to_bits())).collect())
+            }
+            (Some(Val::Bytes(x)), OutDType::Bytes) => {
+                Some(x.iter().map(|b| Out::B(b.clone())).collect())
+            }
+            _ => return None, // the list's type is not the spec's
+        };
+        lists.push(list);
+    }
+    let b = rows.len();
+    if cfg.kind == Kind::Fixed {
+        let mut out = Vec::new();
+        for list in &lists {
+            match list {
+                None if cfg.n > 0 && defaults.len() == cfg.n => out.extend(defaults.clone()),
+                None => return None,
+                Some(l) if l.len() != cfg.n => return None,
+                Some(l) => out.extend(l.clone()),
+            }
+        }
+        return Some((out, vec![b, cfg.n], None, 0));
+    }
+    let n = if cfg.kind == Kind::Sequence { cfg.n } else { 1 };
+    let mut steps = Vec::new();
+    for list in &lists {
+        let count = list.as_ref().map_or(0, Vec::len);
+        if count % n != 0 {
+            return None;
+        }
+        steps.push(count / n);
+    }
+    let (width, mut truncated) = (cfg.max_len.unwrap_or(*steps.iter().max().unwrap_or(&0)), 0);
+    let mut out = Vec::new();
+    let mut lengths = Vec::new();
+    for (list, &s) in lists.iter().zip(&steps) {
+        let kept = if s > width {
+            if !cfg.truncate {
+                return None;
+            }
+            truncated += 1;
+            width
+        } else {
+            s
+        };
+        let values = list.clone().unwrap_or_default();
+        out.extend(values.into_iter().take(kept * n));
+        out.extend(std::iter::repeat(defaults[0].clone()).take((width - kept) * n));
+        lengths.push(kept as i32);
+    }
+    let shape = if cfg.kind == Kind::Sequence {
+        vec![b, width, n]
+    } else {
+        vec![b, width]
+    };
+    Some((out, shape, Some(lengths), truncated))
+}
+
+fn flat(data: &ColumnData<'_>) -> Vec<Out> {
+    match data {
+        ColumnData::I64(v) => v.iter().map(|&x| Out::I(x)).collect(),
+        ColumnData::F32(v) => v.iter().map(|x| Out::F(x.to_bits())).collect(),
+        ColumnData::Bytes(v) => v.iter().map(|b| Out::B(b.to_vec())).collect(),
+        other => panic!("unexpected column {other:?}"),
+    }
+}
+
+#[test]
+fn random_batches_parse_as_the_model_of_tensorflow_says() {
+    let names = ["a", "b", "c", "d"];
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    let (mut parsed_ok, mut refused) = (0, 0);
+    for case in 0..5000 {
+        let mut configs: Vec<FeatureConfig> = Vec::new();
+        for name in names {
+            if rng.chance(70) {
+                configs.push(random_config(name, &mut rng));
+            }
+        }
+        let spec = CompiledSpec::new(configs.clone()).unwrap();
+        let batch = 1 + rng.below(4);
+        let mut records = Vec::new();
+        let mut last: Vec<Vec<Option<Val>>> = vec![Vec::new(); configs.len()];
+        for _ in 0..batch {
+            let mut entries: Vec<(String, Val)> = Vec::new();
+            for _ in 0..rng.below(7) {
+                // Requested names, a repeated key now and then, and names nobody asked for.
+                let name = ["a", "b", "c", "d", "zz", "a"][rng.below(6)];
+                let cfg = configs.iter().find(|c| c.name == name);
+                entries.push((name.into(), random_val(cfg, &mut rng)));
+            }
+            for (slot, cfg) in configs.iter().enumerate() {
+                // A repeated key: the last copy wins, except that (as in TensorFlow's fast
+                // parser) a kindless copy does not replace a value of a dense feature.
+                let mut copies = entries.iter().rev().filter(|(k, _)| *k == cfg.name);
+                let v = if cfg.kind == Kind::Var {
+                    copies.next()
+                } else {
+                    let all: Vec<_> = copies.collect();
+                    let valued = all.iter().find(|(_, v)| !matches!(v, Val::Kindless));
+                    valued.or(all.first()).copied()
+                };
+                last[slot].push(v.map(|(_, v)| v.clone()));
+            }
+            records.push(encode_example(&entries, &mut rng));
+        }
+        let slices: Vec<&[u8]> = records.iter().map(Vec::as_slice).collect();
+        let expected: Option<Vec<Expected>> = configs
+            .iter()
+            .zip(&last)
+            .map(|(cfg, rows)| model(cfg, &rows.iter().map(Option::as_ref).collect::<Vec<_>>()))
+            .collect();
+        let got = parse_examples(&slices, &spec);
+        let what = format!("case {case}: {configs:?}\n{last:?}");
+        match (expected, got) {
+            (None, Err(_)) => refused += 1,
+            (None, Ok(_)) => panic!("parsed a batch TensorFlow refuses; {what}"),
+            (Some(_), Err(e)) => panic!("refused a sound batch: {e}; {what}"),
+            (Some(expected), Ok(ParsedBatch { context, .. })) => {
+                parsed_ok += 1;
+                for ((values, shape, lengths, truncated), col) in expected.into_iter().zip(&context)
+                {
+                    assert_eq!(flat(&col.data), values, "{what}");
+                    assert_eq!(col.shape, shape, "{what}");
+                    assert_eq!(col.lengths, lengths, "{what}");
+                    assert_eq!(col.truncated, truncated, "{what}");
+                }
+            }
+        }
+    }
+    // Both outcomes were exercised, often.
+    assert!(
+        parsed_ok > 500 && refused > 500,
+        "{parsed_ok} parsed, {refused} refused"
+    );
+}
