@@ -263,7 +263,7 @@ fn model(cfg: &FeatureConfig, rows: &[Option<&Val>]) -> Option<Expected> {
         };
         let values = list.clone().unwrap_or_default();
         out.extend(values.into_iter().take(kept * n));
-        out.extend(std::iter::repeat(defaults[0].clone()).take((width - kept) * n));
+        out.extend(std::iter::repeat_n(defaults[0].clone(), (width - kept) * n));
         lengths.push(kept as i32);
     }
     let shape = if cfg.kind == Kind::Sequence {
