@@ -12,7 +12,8 @@ use super::spec::{CompiledSpec, Defaults, FeatureConfig, Kind};
 use super::{parse_examples, ParsedBatch};
 use crate::column::ColumnData;
 use crate::dtype::OutDType;
-use crate::wire::write_varint;
+use crate::wire::{write_varint, Wire};
+use half::bf16;
 
 /// A small deterministic generator (xorshift64*): the same batches on every run.
 struct Rng(u64);
@@ -46,8 +47,66 @@ enum Val {
 #[derive(Clone, Debug, PartialEq)]
 enum Out {
     I(i64),
-    F(u32), // f32 bits: equal means bit-equal
+    F(u64), // the output value as f64 bits: equal means bit-equal
     B(Vec<u8>),
+}
+
+/// The output dtypes the model covers: every list type, narrow and wide integers, bool, and
+/// floats that round (bfloat16) or widen (float64).
+const DTYPES: [OutDType; 9] = [
+    OutDType::I8,
+    OutDType::I32,
+    OutDType::I64,
+    OutDType::U8,
+    OutDType::Bool,
+    OutDType::F32,
+    OutDType::F64,
+    OutDType::BF16,
+    OutDType::Bytes,
+];
+
+/// The `int64_list` values an integer dtype holds.
+fn int_bounds(dtype: OutDType) -> Option<(i64, i64)> {
+    match dtype {
+        OutDType::I8 => Some((i8::MIN.into(), i8::MAX.into())),
+        OutDType::I32 => Some((i32::MIN.into(), i32::MAX.into())),
+        OutDType::I64 => Some((-1000, 1 << 40)),
+        OutDType::U8 => Some((0, u8::MAX.into())),
+        OutDType::Bool => Some((0, 1)),
+        _ => None,
+    }
+}
+
+/// Whether every integer of `values` fits `dtype` (floats and bytes always do).
+fn fits(dtype: OutDType, values: &[Out]) -> bool {
+    let Some((lo, hi)) = (match dtype {
+        OutDType::I64 => None,
+        d => int_bounds(d),
+    }) else {
+        return true;
+    };
+    values
+        .iter()
+        .all(|v| !matches!(v, Out::I(x) if *x < lo || *x > hi))
+}
+
+/// A stored f32 in the output float dtype, as f64 bits.
+fn float_from_f32(dtype: OutDType, x: f32) -> u64 {
+    match dtype {
+        OutDType::F32 | OutDType::F64 => f64::from(x).to_bits(),
+        OutDType::BF16 => bf16::from_f32(x).to_f64().to_bits(),
+        other => panic!("{other:?}"),
+    }
+}
+
+/// A spec's f64 default in the output float dtype, as f64 bits.
+fn float_from_f64(dtype: OutDType, x: f64) -> u64 {
+    match dtype {
+        OutDType::F32 => f64::from(x as f32).to_bits(),
+        OutDType::F64 => x.to_bits(),
+        OutDType::BF16 => bf16::from_f64(x).to_f64().to_bits(),
+        other => panic!("{other:?}"),
+    }
 }
 
 fn field(out: &mut Vec<u8>, key: u8, body: &[u8]) {
@@ -128,12 +187,16 @@ fn encode_example(entries: &[(String, Val)], rng: &mut Rng) -> Vec<u8> {
 fn random_val(cfg: Option<&FeatureConfig>, rng: &mut Rng) -> Val {
     let mut n = rng.below(6);
     let mut pick = rng.below(10);
+    let mut int_range = None;
     if let Some(cfg) = cfg.filter(|_| rng.chance(85)) {
-        pick = match cfg.dtype {
-            OutDType::I64 => 1,
-            OutDType::F32 => 5,
-            _ => 8,
+        pick = match cfg.dtype.wire() {
+            Wire::Int64 => 1,
+            Wire::Float => 5,
+            Wire::Bytes => 8,
         };
+        if rng.chance(80) {
+            int_range = int_bounds(cfg.dtype);
+        }
         if rng.chance(70) {
             n = match cfg.kind {
                 Kind::Fixed => cfg.n,
@@ -146,10 +209,11 @@ fn random_val(cfg: Option<&FeatureConfig>, rng: &mut Rng) -> Val {
         0 => Val::Kindless,
         1..=4 => Val::Ints(
             (0..n)
-                .map(|_| match rng.below(4) {
-                    0 => -(rng.below(1000) as i64),
-                    1 => (rng.next() >> 1) as i64, // up to 10-byte varints
-                    _ => rng.below(300) as i64,
+                .map(|_| match (int_range, rng.below(4)) {
+                    (Some((lo, hi)), _) => lo + (rng.next() % (hi - lo + 1) as u64) as i64,
+                    (None, 0) => -(rng.below(1000) as i64),
+                    (None, 1) => (rng.next() >> 1) as i64, // up to 10-byte varints
+                    (None, _) => rng.below(300) as i64,
                 })
                 .collect(),
         ),
@@ -167,7 +231,7 @@ fn random_val(cfg: Option<&FeatureConfig>, rng: &mut Rng) -> Val {
 }
 
 fn random_config(name: &str, rng: &mut Rng) -> FeatureConfig {
-    let dtype = [OutDType::I64, OutDType::F32, OutDType::Bytes][rng.below(3)];
+    let dtype = DTYPES[rng.below(DTYPES.len())];
     let kind = [Kind::Fixed, Kind::Var, Kind::Sequence][rng.below(3)];
     let n = match kind {
         Kind::Fixed => rng.below(4),
@@ -180,11 +244,14 @@ fn random_config(name: &str, rng: &mut Rng) -> FeatureConfig {
         Kind::Fixed => Some(n),
         _ => Some(1),
     };
-    let defaults = match (values, dtype) {
+    let defaults = match (values, dtype.wire()) {
         (None, _) => Defaults::None,
-        (Some(k), OutDType::I64) => Defaults::Int((0..k).map(|i| -7 - i as i64).collect()),
-        (Some(k), OutDType::F32) => Defaults::Float((0..k).map(|i| 0.5 + i as f64).collect()),
-        (Some(k), _) => Defaults::Bytes((0..k).map(|i| vec![b'0' + i as u8]).collect()),
+        (Some(k), Wire::Int64) => {
+            let (lo, _) = int_bounds(dtype).unwrap();
+            Defaults::Int((0..k).map(|i| (lo + i as i64 + 1).min(1)).collect())
+        }
+        (Some(k), Wire::Float) => Defaults::Float((0..k).map(|i| 0.1 + i as f64).collect()),
+        (Some(k), Wire::Bytes) => Defaults::Bytes((0..k).map(|i| vec![b'0' + i as u8]).collect()),
     };
     FeatureConfig {
         name: name.into(),
@@ -206,20 +273,25 @@ fn model(cfg: &FeatureConfig, rows: &[Option<&Val>]) -> Option<Expected> {
     let defaults: Vec<Out> = match &cfg.defaults {
         Defaults::None => Vec::new(),
         Defaults::Int(v) => v.iter().map(|&x| Out::I(x)).collect(),
-        Defaults::Float(v) => v.iter().map(|&x| Out::F((x as f32).to_bits())).collect(),
+        Defaults::Float(v) => v
+            .iter()
+            .map(|&x| Out::F(float_from_f64(cfg.dtype, x)))
+            .collect(),
         Defaults::Bytes(v) => v.iter().map(|b| Out::B(b.clone())).collect(),
         Defaults::UInt(_) => unreachable!(),
     };
     // Each row's values; a kindless Feature counts as missing in an Example.
     let mut lists: Vec<Option<Vec<Out>>> = Vec::new();
     for v in rows {
-        let list = match (v, cfg.dtype) {
+        let list = match (v, cfg.dtype.wire()) {
             (None | Some(Val::Kindless), _) => None,
-            (Some(Val::Ints(x)), OutDType::I64) => Some(x.iter().map(|&x| Out::I(x)).collect()),
-            (Some(Val::Floats(x)), OutDType::F32) => {
-                Some(x.iter().map(|x| Out::F(x.to_bits())).collect())
-            }
-            (Some(Val::Bytes(x)), OutDType::Bytes) => {
+            (Some(Val::Ints(x)), Wire::Int64) => Some(x.iter().map(|&x| Out::I(x)).collect()),
+            (Some(Val::Floats(x)), Wire::Float) => Some(
+                x.iter()
+                    .map(|&x| Out::F(float_from_f32(cfg.dtype, x)))
+                    .collect(),
+            ),
+            (Some(Val::Bytes(x)), Wire::Bytes) => {
                 Some(x.iter().map(|b| Out::B(b.clone())).collect())
             }
             _ => return None, // the list's type is not the spec's
@@ -233,7 +305,7 @@ fn model(cfg: &FeatureConfig, rows: &[Option<&Val>]) -> Option<Expected> {
             match list {
                 None if cfg.n > 0 && defaults.len() == cfg.n => out.extend(defaults.clone()),
                 None => return None,
-                Some(l) if l.len() != cfg.n => return None,
+                Some(l) if l.len() != cfg.n || !fits(cfg.dtype, l) => return None,
                 Some(l) => out.extend(l.clone()),
             }
         }
@@ -261,8 +333,17 @@ fn model(cfg: &FeatureConfig, rows: &[Option<&Val>]) -> Option<Expected> {
         } else {
             s
         };
-        let values = list.clone().unwrap_or_default();
-        out.extend(values.into_iter().take(kept * n));
+        // Values cut by max_len are counted, not decoded: only the kept ones must fit.
+        let values: Vec<Out> = list
+            .clone()
+            .unwrap_or_default()
+            .into_iter()
+            .take(kept * n)
+            .collect();
+        if !fits(cfg.dtype, &values) {
+            return None;
+        }
+        out.extend(values);
         out.extend(std::iter::repeat_n(defaults[0].clone(), (width - kept) * n));
         lengths.push(kept as i32);
     }
@@ -276,8 +357,17 @@ fn model(cfg: &FeatureConfig, rows: &[Option<&Val>]) -> Option<Expected> {
 
 fn flat(data: &ColumnData<'_>) -> Vec<Out> {
     match data {
+        ColumnData::I8(v) => v.iter().map(|&x| Out::I(x.into())).collect(),
+        ColumnData::I32(v) => v.iter().map(|&x| Out::I(x.into())).collect(),
         ColumnData::I64(v) => v.iter().map(|&x| Out::I(x)).collect(),
-        ColumnData::F32(v) => v.iter().map(|x| Out::F(x.to_bits())).collect(),
+        ColumnData::U8(v) => v.iter().map(|&x| Out::I(x.into())).collect(),
+        ColumnData::Bool(v) => v.iter().map(|&x| Out::I(x.into())).collect(),
+        ColumnData::F32(v) => v.iter().map(|&x| Out::F(f64::from(x).to_bits())).collect(),
+        ColumnData::F64(v) => v.iter().map(|x| Out::F(x.to_bits())).collect(),
+        ColumnData::BF16(v) => v
+            .iter()
+            .map(|&x| Out::F(bf16::from_bits(x).to_f64().to_bits()))
+            .collect(),
         ColumnData::Bytes(v) => v.iter().map(|b| Out::B(b.to_vec())).collect(),
         other => panic!("unexpected column {other:?}"),
     }
