@@ -9,7 +9,7 @@
 //! against TensorFlow itself from Python; this keeps them pinned in the Rust core's own tests.
 
 use super::spec::{CompiledSpec, Defaults, FeatureConfig, Kind};
-use super::{parse_examples, ParsedBatch};
+use super::{parse_examples, parse_sequence_examples, ParsedBatch};
 use crate::column::ColumnData;
 use crate::dtype::OutDType;
 use crate::wire::{write_varint, Wire};
@@ -269,32 +269,19 @@ fn random_config(name: &str, rng: &mut Rng) -> FeatureConfig {
 /// or `None` where TensorFlow refuses the batch.
 type Expected = (Vec<Out>, Vec<usize>, Option<Vec<i32>>, u64);
 
-fn model(cfg: &FeatureConfig, rows: &[Option<&Val>]) -> Option<Expected> {
-    let defaults: Vec<Out> = match &cfg.defaults {
-        Defaults::None => Vec::new(),
-        Defaults::Int(v) => v.iter().map(|&x| Out::I(x)).collect(),
-        Defaults::Float(v) => v
-            .iter()
-            .map(|&x| Out::F(float_from_f64(cfg.dtype, x)))
-            .collect(),
-        Defaults::Bytes(v) => v.iter().map(|b| Out::B(b.clone())).collect(),
-        Defaults::UInt(_) => unreachable!(),
-    };
-    // Each row's values; a kindless Feature counts as missing in an Example.
+/// `in_context`: the features are a SequenceExample's context, where a kindless Feature is a
+/// list of 0 values (an Example counts it as missing).
+fn model(cfg: &FeatureConfig, rows: &[Option<&Val>], in_context: bool) -> Option<Expected> {
+    let defaults = defaults_of(cfg);
     let mut lists: Vec<Option<Vec<Out>>> = Vec::new();
     for v in rows {
-        let list = match (v, cfg.dtype.wire()) {
-            (None | Some(Val::Kindless), _) => None,
-            (Some(Val::Ints(x)), Wire::Int64) => Some(x.iter().map(|&x| Out::I(x)).collect()),
-            (Some(Val::Floats(x)), Wire::Float) => Some(
-                x.iter()
-                    .map(|&x| Out::F(float_from_f32(cfg.dtype, x)))
-                    .collect(),
-            ),
-            (Some(Val::Bytes(x)), Wire::Bytes) => {
-                Some(x.iter().map(|b| Out::B(b.clone())).collect())
-            }
-            _ => return None, // the list's type is not the spec's
+        let list = match v {
+            None => None,
+            Some(v) => match values_of(cfg, v) {
+                Err(()) => return None, // the list's type is not the spec's
+                Ok(None) if in_context && cfg.kind == Kind::Fixed => Some(Vec::new()),
+                Ok(list) => list,
+            },
         };
         lists.push(list);
     }
@@ -416,7 +403,13 @@ fn random_batches_parse_as_the_model_of_tensorflow_says() {
         let expected: Option<Vec<Expected>> = configs
             .iter()
             .zip(&last)
-            .map(|(cfg, rows)| model(cfg, &rows.iter().map(Option::as_ref).collect::<Vec<_>>()))
+            .map(|(cfg, rows)| {
+                model(
+                    cfg,
+                    &rows.iter().map(Option::as_ref).collect::<Vec<_>>(),
+                    false,
+                )
+            })
             .collect();
         let got = parse_examples(&slices, &spec);
         let what = format!("case {case}: {configs:?}\n{last:?}");
@@ -439,6 +432,243 @@ fn random_batches_parse_as_the_model_of_tensorflow_says() {
     // Both outcomes were exercised, often.
     assert!(
         parsed_ok > 500 && refused > 500,
+        "{parsed_ok} parsed, {refused} refused"
+    );
+}
+
+/// The spec's default (FixedLen) or padding values, in the output type.
+fn defaults_of(cfg: &FeatureConfig) -> Vec<Out> {
+    match &cfg.defaults {
+        Defaults::None => Vec::new(),
+        Defaults::Int(v) => v.iter().map(|&x| Out::I(x)).collect(),
+        Defaults::Float(v) => v
+            .iter()
+            .map(|&x| Out::F(float_from_f64(cfg.dtype, x)))
+            .collect(),
+        Defaults::Bytes(v) => v.iter().map(|b| Out::B(b.clone())).collect(),
+        Defaults::UInt(_) => unreachable!(),
+    }
+}
+
+/// A Feature's values in the output type: `Ok(None)` for a kindless Feature, `Err` when its
+/// list is not of the spec's type.
+fn values_of(cfg: &FeatureConfig, v: &Val) -> Result<Option<Vec<Out>>, ()> {
+    Ok(Some(match (v, cfg.dtype.wire()) {
+        (Val::Kindless, _) => return Ok(None),
+        (Val::Ints(x), Wire::Int64) => x.iter().map(|&x| Out::I(x)).collect(),
+        (Val::Floats(x), Wire::Float) => x
+            .iter()
+            .map(|&x| Out::F(float_from_f32(cfg.dtype, x)))
+            .collect(),
+        (Val::Bytes(x), Wire::Bytes) => x.iter().map(|b| Out::B(b.clone())).collect(),
+        _ => return Err(()),
+    }))
+}
+
+/// What the model says a feature list of a SequenceExample batch becomes: `(values, shape,
+/// per-step lengths (VarLen), steps per row, truncated)`, or `None` where it is refused.
+type ExpectedList = (Vec<Out>, Vec<usize>, Option<Vec<i32>>, Vec<i64>, u64);
+
+fn model_list(cfg: &FeatureConfig, rows: &[Option<&Vec<Val>>]) -> Option<ExpectedList> {
+    let pad = defaults_of(cfg)[0].clone();
+    // Each row's steps, each step's values (a kindless step holds none).
+    let mut all: Vec<Vec<Vec<Out>>> = Vec::new();
+    for row in rows {
+        let steps = match row {
+            None if cfg.allow_missing || cfg.kind == Kind::Var => Vec::new(),
+            None => return None,
+            Some(steps) => {
+                let mut out = Vec::new();
+                for v in steps.iter() {
+                    out.push(values_of(cfg, v).ok()?.unwrap_or_default());
+                }
+                out
+            }
+        };
+        all.push(steps);
+    }
+    let b = rows.len();
+    let t = cfg
+        .max_len
+        .unwrap_or(all.iter().map(Vec::len).max().unwrap_or(0));
+    let mut truncated = 0;
+    for steps in &mut all {
+        if steps.len() > t {
+            if !cfg.truncate {
+                return None;
+            }
+            truncated += 1;
+            steps.truncate(t);
+        }
+    }
+    let step_counts: Vec<i64> = all.iter().map(|s| s.len() as i64).collect();
+    let (width, mut lengths) = match cfg.kind {
+        Kind::Var => (
+            all.iter().flatten().map(Vec::len).max().unwrap_or(0),
+            Some(Vec::new()),
+        ),
+        _ => (cfg.n, None),
+    };
+    let mut out = Vec::new();
+    for steps in &all {
+        for s in 0..t {
+            let values = steps.get(s);
+            if let Some(values) = values {
+                if (cfg.kind != Kind::Var && values.len() != cfg.n) || !fits(cfg.dtype, values) {
+                    return None;
+                }
+                out.extend(values.iter().cloned());
+            }
+            let len = values.map_or(0, Vec::len);
+            out.extend(std::iter::repeat_n(pad.clone(), width - len));
+            if let Some(lengths) = lengths.as_mut() {
+                lengths.push(len as i32);
+            }
+        }
+    }
+    Some((out, vec![b, t, width], lengths, step_counts, truncated))
+}
+
+fn encode_sequence_example(
+    context: &[(String, Val)],
+    lists: &[(String, Vec<Val>)],
+    rng: &mut Rng,
+) -> Vec<u8> {
+    let mut rec = Vec::new();
+    if !context.is_empty() || rng.chance(50) {
+        let example = encode_example(context, rng); // field 1 of an Example: its Features
+        rec.extend(example);
+    }
+    let mut map = Vec::new();
+    for (name, steps) in lists {
+        let mut list = Vec::new();
+        for v in steps {
+            field(&mut list, 0x0a, &encode_feature(v, rng));
+        }
+        let mut entry = Vec::new();
+        field(&mut entry, 0x0a, name.as_bytes());
+        field(&mut entry, 0x12, &list);
+        field(&mut map, 0x0a, &entry);
+    }
+    if !map.is_empty() || rng.chance(50) {
+        field(&mut rec, 0x12, &map);
+    }
+    rec
+}
+
+#[test]
+fn random_sequence_examples_parse_as_the_model_says() {
+    let mut rng = Rng(0x2545_f491_4f6c_dd1d);
+    let (mut parsed_ok, mut refused) = (0, 0);
+    for case in 0..4000 {
+        let (mut context, mut sequence) = (Vec::new(), Vec::new());
+        for name in ["a", "b"] {
+            if rng.chance(50) {
+                context.push(random_config(name, &mut rng));
+            }
+        }
+        for name in ["s", "t", "u"] {
+            if rng.chance(70) {
+                let mut cfg = random_config(name, &mut rng);
+                if cfg.kind == Kind::Fixed {
+                    cfg.kind = Kind::Sequence;
+                    cfg.n = cfg.n.max(1);
+                    cfg.defaults = random_config(name, &mut rng).defaults;
+                }
+                cfg.defaults = match cfg.dtype.wire() {
+                    Wire::Int64 => Defaults::Int(vec![int_bounds(cfg.dtype).unwrap().1.min(3)]),
+                    Wire::Float => Defaults::Float(vec![2.5]),
+                    Wire::Bytes => Defaults::Bytes(vec![b"pad".to_vec()]),
+                };
+                cfg.allow_missing = rng.chance(60);
+                sequence.push(cfg);
+            }
+        }
+        let ctx_spec = CompiledSpec::new(context.clone()).unwrap();
+        let seq_spec = CompiledSpec::new(sequence.clone()).unwrap();
+        let batch = 1 + rng.below(3);
+        let mut records = Vec::new();
+        let mut ctx_rows: Vec<Vec<Option<Val>>> = vec![Vec::new(); context.len()];
+        let mut seq_rows: Vec<Vec<Option<Vec<Val>>>> = vec![Vec::new(); sequence.len()];
+        for _ in 0..batch {
+            let mut entries: Vec<(String, Val)> = Vec::new();
+            for _ in 0..rng.below(4) {
+                let name = ["a", "b", "zz"][rng.below(3)];
+                let cfg = context.iter().find(|c| c.name == name);
+                entries.push((name.into(), random_val(cfg, &mut rng)));
+            }
+            let mut lists: Vec<(String, Vec<Val>)> = Vec::new();
+            for _ in 0..rng.below(5) {
+                let name = ["s", "t", "u", "zz", "s"][rng.below(5)];
+                let cfg = sequence.iter().find(|c| c.name == name);
+                let steps = (0..rng.below(5))
+                    .map(|_| random_val(cfg, &mut rng))
+                    .collect();
+                lists.push((name.into(), steps));
+            }
+            // In a SequenceExample a repeated key's last copy wins, kindless or not.
+            for (slot, cfg) in context.iter().enumerate() {
+                let v = entries.iter().rev().find(|(k, _)| *k == cfg.name);
+                ctx_rows[slot].push(v.map(|(_, v)| v.clone()));
+            }
+            for (slot, cfg) in sequence.iter().enumerate() {
+                let v = lists.iter().rev().find(|(k, _)| *k == cfg.name);
+                seq_rows[slot].push(v.map(|(_, v)| v.clone()));
+            }
+            records.push(encode_sequence_example(&entries, &lists, &mut rng));
+        }
+        let slices: Vec<&[u8]> = records.iter().map(Vec::as_slice).collect();
+        let want_ctx: Option<Vec<Expected>> = context
+            .iter()
+            .zip(&ctx_rows)
+            .map(|(cfg, rows)| {
+                model(
+                    cfg,
+                    &rows.iter().map(Option::as_ref).collect::<Vec<_>>(),
+                    true,
+                )
+            })
+            .collect();
+        let want_seq: Option<Vec<ExpectedList>> = sequence
+            .iter()
+            .zip(&seq_rows)
+            .map(|(cfg, rows)| {
+                model_list(cfg, &rows.iter().map(Option::as_ref).collect::<Vec<_>>())
+            })
+            .collect();
+        let got = parse_sequence_examples(&slices, &ctx_spec, &seq_spec);
+        let what = format!("case {case}: {context:?} {sequence:?}\n{ctx_rows:?}\n{seq_rows:?}");
+        match (want_ctx.zip(want_seq), got) {
+            (None, Err(_)) => refused += 1,
+            (None, Ok(_)) => panic!("parsed a batch TensorFlow refuses; {what}"),
+            (Some(_), Err(e)) => panic!("refused a sound batch: {e}; {what}"),
+            (Some((want_ctx, want_seq)), Ok(got)) => {
+                parsed_ok += 1;
+                for ((values, shape, lengths, truncated), col) in
+                    want_ctx.into_iter().zip(&got.context)
+                {
+                    assert_eq!(flat(&col.data), values, "{what}");
+                    assert_eq!(
+                        (&col.shape, &col.lengths, col.truncated),
+                        (&shape, &lengths, truncated),
+                        "{what}"
+                    );
+                }
+                for ((values, shape, lengths, steps, truncated), col) in
+                    want_seq.into_iter().zip(&got.sequence)
+                {
+                    assert_eq!(flat(&col.data), values, "{what}");
+                    assert_eq!(
+                        (&col.shape, &col.lengths, &col.steps, col.truncated),
+                        (&shape, &lengths, &Some(steps), truncated),
+                        "{what}"
+                    );
+                }
+            }
+        }
+    }
+    assert!(
+        parsed_ok > 400 && refused > 400,
         "{parsed_ok} parsed, {refused} refused"
     );
 }
