@@ -1,12 +1,13 @@
-//! The Example parser against a model of TensorFlow's rules, on many random batches.
+//! The parser against a model of TensorFlow's rules, on thousands of random batches.
 //!
-//! Each batch is built from a model (which feature lists each record holds, in which wire
-//! arrangement: packed runs, loose values, a repeated key whose last copy wins, unrequested
-//! features, kindless Features), parsed with a random spec (FixedLen with and without defaults,
-//! VarLen and FixedLenSequence with and without `max_len` and `truncate`), and compared with
-//! what the model says `tf.io.parse_example` gives: the same arrays, lengths and truncation
-//! counts, or an error where TensorFlow refuses the batch. The golden files pin the same rules
-//! against TensorFlow itself from Python; this keeps them pinned in the Rust core's own tests.
+//! Each batch is built from a model: which Features each record holds, and in which wire
+//! arrangement (packed runs and loose values, a repeated key, unrequested features, kindless
+//! Features, for SequenceExamples feature lists of any number of steps). It is parsed with a
+//! random spec (FixedLen with and without defaults, VarLen and FixedLenSequence with and
+//! without `max_len` and `truncate`, nine output dtypes) and compared with what the model says
+//! TensorFlow's parsers give: the same arrays, lengths, steps and truncation counts, or an
+//! error where TensorFlow refuses the batch. The golden files pin these rules against
+//! TensorFlow itself from Python; this keeps them pinned in the Rust core's own tests.
 
 use super::spec::{CompiledSpec, Defaults, FeatureConfig, Kind};
 use super::{parse_examples, parse_sequence_examples, ParsedBatch};
