@@ -500,6 +500,29 @@ mod tests {
     }
 
     #[test]
+    fn uint64_defaults_use_all_of_uint64() {
+        // A sentinel such as 2**64 - 1 fills rows missing the feature; an int64_list cannot
+        // hold it, so it travels as Defaults::UInt.
+        let mut cfg = config(OutDType::U64, Kind::Fixed, 2, None);
+        cfg.defaults = Defaults::UInt(vec![u64::MAX, 7]);
+        let other = example(&[("y", feature(3, &[]))]);
+        let col = parse_one(&other, cfg).unwrap();
+        assert!(
+            matches!(&col.data, ColumnData::U64(v) if v == &[u64::MAX, 7]),
+            "{col:?}"
+        );
+        // Padding of a VarLen uint64 feature, too.
+        let mut var = config(OutDType::U64, Kind::Var, 1, Some(2));
+        var.defaults = Defaults::UInt(vec![u64::MAX]);
+        let five = example(&[("x", feature(3, &[0x0a, 0x01, 0x05]))]);
+        let col = parse_one(&five, var).unwrap();
+        assert!(
+            matches!(&col.data, ColumnData::U64(v) if v == &[5, u64::MAX]),
+            "{col:?}"
+        );
+    }
+
+    #[test]
     fn a_fixed_len_of_no_values_has_no_default() {
         // TensorFlow 2.21: FixedLenFeature([0]) missing from a record is "required but could
         // not be found", whatever default_value says; present and empty it is a [0] row.
