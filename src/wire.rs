@@ -165,6 +165,63 @@ pub fn split_feature(feature: &[u8]) -> std::result::Result<Option<(Wire, &[u8])
 mod tests {
     use super::*;
 
+    fn key(field: u64, wire_type: u8) -> Vec<u8> {
+        let mut out = Vec::new();
+        write_varint(&mut out, field << 3 | u64::from(wire_type));
+        out
+    }
+
+    #[test]
+    fn field_numbers_run_from_1_to_max_field() {
+        // Literals, not MAX_FIELD: the test pins the number, whatever the constant says.
+        for (field, ok) in [(1, true), (15, true), (16, true), (536_870_911, true)] {
+            let buf = key(field, LEN);
+            let mut pos = 0;
+            assert_eq!(
+                read_key(&buf, &mut pos),
+                ok.then_some((field, LEN)),
+                "{field}"
+            );
+            assert_eq!(pos, buf.len());
+        }
+        for field in [0, 536_870_912, 1 << 40] {
+            let buf = key(field, VARINT);
+            let mut pos = 0;
+            assert_eq!(read_key(&buf, &mut pos), None, "{field}");
+            assert_eq!(pos, 0, "a refused key does not move the position");
+        }
+    }
+
+    #[test]
+    fn skip_value_skips_each_wire_type_exactly() {
+        let mut varint = Vec::new();
+        write_varint(&mut varint, 300);
+        let cases: [(u8, Vec<u8>); 4] = [
+            (VARINT, varint),
+            (FIXED64, vec![1; 8]),
+            (LEN, vec![3, 9, 9, 9]),
+            (FIXED32, vec![2; 4]),
+        ];
+        for (wire_type, value) in cases {
+            let mut buf = value.clone();
+            buf.push(0x55); // the next field
+            let mut pos = 0;
+            assert_eq!(
+                skip_value(&buf, &mut pos, wire_type),
+                Some(()),
+                "{wire_type}"
+            );
+            assert_eq!(pos, value.len(), "{wire_type}");
+            // One byte short: an error (the caller gives up on the message).
+            let short = &value[..value.len() - 1];
+            assert_eq!(skip_value(short, &mut 0, wire_type), None, "{wire_type}");
+        }
+        // Groups (3, 4) and the unused types 6, 7 are not values protobuf 3 writes.
+        for wire_type in [3, 4, 6, 7] {
+            assert_eq!(skip_value(&[0; 16], &mut 0, wire_type), None, "{wire_type}");
+        }
+    }
+
     #[test]
     fn varint_round_trip() {
         for v in [

@@ -404,6 +404,62 @@ mod tests {
     use super::*;
 
     #[test]
+    fn infer_reads_the_name_then_the_first_bytes() {
+        let plain = {
+            let len = 5u64.to_le_bytes();
+            let mut h = len.to_vec();
+            h.extend(masked_crc32c(&len).to_le_bytes());
+            h
+        };
+        for (name, want) in [
+            ("a.gz", Compression::Gzip),
+            ("A.GZIP", Compression::Gzip),
+            ("dir.gz/a.zlib", Compression::Zlib),
+            ("a.ZZ", Compression::Zlib),
+            ("a.tfrecord", Compression::None),
+            ("gz", Compression::None),
+        ] {
+            // The name decides over the bytes (a plain header under a .gz name is GZIP).
+            assert_eq!(Compression::infer(Path::new(name), &plain), want, "{name}");
+        }
+        let unnamed = Path::new("data-00000-of-00001");
+        assert_eq!(
+            Compression::infer(unnamed, &[0x1f, 0x8b, 8, 0]),
+            Compression::Gzip
+        );
+        assert_eq!(
+            Compression::infer(unnamed, &[0x78, 0x9c]),
+            Compression::Zlib
+        );
+    }
+
+    #[test]
+    fn sniff_tells_plain_gzip_and_zlib_apart() {
+        let plain = {
+            let len = 0x8b1fu64.to_le_bytes(); // a length that starts like the GZIP magic
+            let mut h = len.to_vec();
+            h.extend(masked_crc32c(&len).to_le_bytes());
+            h
+        };
+        assert_eq!(Compression::sniff(&plain), Compression::None);
+        let mut damaged = plain.clone();
+        damaged[8] ^= 1; // its CRC no longer matches: the magic decides
+        assert_eq!(Compression::sniff(&damaged), Compression::Gzip);
+        assert_eq!(Compression::sniff(&[0x1f, 0x8b]), Compression::Gzip);
+        assert_eq!(Compression::sniff(&[0x1f, 0x8c]), Compression::None);
+        assert_eq!(Compression::sniff(&[0x1e, 0x8b]), Compression::None);
+        // ZLIB: deflate (CM 8), window at most 2^15 (CINFO <= 7), header check % 31.
+        for head in [[0x78, 0x9c], [0x78, 0x01], [0x78, 0xda], [0x08, 0x1d]] {
+            assert_eq!(Compression::sniff(&head), Compression::Zlib, "{head:02x?}");
+        }
+        for head in [[0x78, 0x9d], [0x79, 0x9c], [0x88, 0x98], [0x00, 0x00]] {
+            assert_eq!(Compression::sniff(&head), Compression::None, "{head:02x?}");
+        }
+        assert_eq!(Compression::sniff(&[0x78]), Compression::None);
+        assert_eq!(Compression::sniff(&[]), Compression::None);
+    }
+
+    #[test]
     fn names() {
         assert_eq!(
             Compression::from_name(Some("gzip")).unwrap(),
