@@ -68,16 +68,15 @@ class ChunkRegistry:
     def resolve(self, handles: np.ndarray) -> tuple[list[_native.Chunk], np.ndarray, np.ndarray]:
         """What ``ExampleParser.parse_rows`` takes: ``(chunks, which chunk, row)`` per handle.
 
-        ``chunks`` holds just the chunks ``handles`` use, in id order: the parser borrows
-        each chunk it is given, so a batch should not carry its neighbours' chunks.
+        ``chunks`` holds the chunks ``handles`` use, in id order.
         """
         ids = (handles >> np.uint64(_ROW_BITS)).astype(np.int64)
         rows = (handles & np.uint64(_ROW_MASK)).astype(np.int64)
         if len(ids) == 0:
             return [], ids, rows
-        # Ids of a batch are a few, close together (chunks are numbered as read): a table
-        # over their range finds them in O(n), where np.unique sorts (and, called for every
-        # batch on the planner thread, was a tenth of its time).
+        # The ids of a step's records are few and close together (chunks are numbered as they
+        # are read): a table over their range finds them in O(n) where np.unique sorts, on the
+        # planner thread whose Python time every other thread waits for (the GIL).
         low = int(ids.min())
         span = int(ids.max()) - low + 1
         if span > 4 * len(ids) + 1024:
