@@ -10,10 +10,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from shards import write_shards
 
 import jaxrec as jr
 from jaxrec.testing import assert_resumes_exactly
-from shards import write_shards
 
 SPEC = {"id": jr.FixedLenFeature([], np.int64)}
 
