@@ -7,6 +7,7 @@ import gzip
 import itertools
 import os
 import threading
+import time
 
 import jax
 import numpy as np
@@ -385,3 +386,35 @@ def test_counts_come_from_unchecked_indexes(tmp_path, monkeypatch):
     monkeypatch.setattr(counts_module, "open_reader", spy)
     loader = jr.Loader(paths, SPEC, batch_size=4)
     assert loader.record_counts == [9, 4] and counted == [paths[1]]  # only the unindexed file
+
+
+def test_large_records_are_planned_a_few_mib_at_a_time(tmp_path):
+    # The planner prepares several batches per step, but bounded in bytes as well as records:
+    # with 64 KiB records, steps of 16k records would read a 64 MiB file whole before the
+    # first parse, holding it all in memory with the pool idle.
+    path = tmp_path / "big.tfrecord"
+    payload = bytes(64 << 10)
+    with jr.TFRecordWriter(path) as w:
+        w.write_many([jr.encode_example({"id": i, "blob": payload}) for i in range(1000)])
+    spec = {"id": jr.FixedLenFeature([], np.int64), "blob": jr.FixedLenFeature([], bytes)}
+    loader = jr.Loader(str(path), spec, 16, shuffle=False, num_epochs=1, record_counts=[1000])
+    it = iter(loader)
+    first = next(it)
+    assert first["id"].tolist() == list(range(16))
+    deadline = time.monotonic() + 2
+    while time.monotonic() < deadline:  # let the planner run as far ahead as it will
+        time.sleep(0.05)
+    read_mib = loader.stats()["bytes"] / 2**20
+    assert read_mib < 40, f"read {read_mib:.1f} MiB of 64 ahead of one batch"
+    ids = first["id"].tolist() + [i for b in it for i in b["id"][b["mask"]].tolist()]
+    assert ids == list(range(1000))
+
+
+def test_planner_step_size():
+    from jaxrec._loader.pipeline import _group_batches
+
+    assert _group_batches(256, 0.0) == 1  # nothing known yet: the first batch comes alone
+    assert _group_batches(256, 700.0) == 64  # small records: the cap in batches
+    assert _group_batches(256, 150_000.0) == 1  # images: one batch a step
+    assert _group_batches(16, 64 << 10) == 16  # 16 MiB a step
+    assert _group_batches(4096, 100.0) == 4  # 16k records a step

@@ -52,6 +52,11 @@ _POLL = 0.1  # seconds between checks of the stop flag while blocked on a queue
 # so it is spread over many batches; a cap keeps the first batch and a resume's re-read short.
 _GROUP_RECORDS = 16_384
 _MAX_GROUP = 64
+# ... and a cap in bytes: the parses of a step are submitted only once all of its records are
+# read, so large records (images: ~150 KB each) in steps of 16k records held GBs and left the
+# pool idle while the planner waited on reads. Record sizes come from the data already planned
+# (deterministic: the same on every run, whatever the threads).
+_GROUP_BYTES = 16 << 20
 _STOP_TIMEOUT = 30.0  # seconds stop() waits for the threads
 
 END = object()  # the end of the run, on a queue
@@ -143,6 +148,17 @@ class RunSpec:
     stats: Stats
 
 
+def _group_batches(batch_size: int, record_bytes: float) -> int:
+    """Batches the planner prepares in one step (see ``_GROUP_RECORDS`` and ``_GROUP_BYTES``).
+
+    One batch until a record size is known, so the first batch comes as soon as it can.
+    """
+    if record_bytes <= 0:
+        return 1
+    by_bytes = int(_GROUP_BYTES // (batch_size * record_bytes))
+    return max(1, min(_MAX_GROUP, _GROUP_RECORDS // batch_size, by_bytes))
+
+
 class Pipeline:
     """One iteration's threads and queues; :meth:`stop` ends them and closes the files."""
 
@@ -203,6 +219,7 @@ class Pipeline:
         b = s.batch_size
         position = s.start
         empty_epochs = 0
+        record_bytes = 0.0  # mean payload of the records planned so far; 0: none yet
         while s.num_epochs is None or position.epoch < s.num_epochs:
             epoch, segments = position.epoch, position.segments
             stream, plan = s.open_segment(position, self.pool)
@@ -213,7 +230,7 @@ class Pipeline:
                 while plan is None or done < plan.batches:
                     # Handles, chunk lookup and position for a group of batches at once: the
                     # per-batch Python work of the planner is what the GIL would serialise.
-                    group = max(1, min(_MAX_GROUP, _GROUP_RECORDS // b))
+                    group = _group_batches(b, record_bytes)
                     if plan is not None:
                         group = min(group, plan.batches - done)
                     hint = stream.hint  # where readers stood at or before these batches
@@ -223,6 +240,10 @@ class Pipeline:
                         if group == 0:
                             break
                     chunks, which, rows = stream.resolve(handles)
+                    if chunks:
+                        record_bytes = sum(c.payload_bytes for c in chunks) / sum(
+                            len(c) for c in chunks
+                        )
                     for j in range(group):
                         if self._stop.is_set():
                             return
