@@ -12,6 +12,7 @@ The public API mirrors ``tf.io`` / ``tf.train`` names so code ports by changing 
 """
 
 from jaxrec import errors as errors
+from jaxrec import tfds as tfds
 from jaxrec._composite import RaggedFeature as RaggedFeature
 from jaxrec._composite import SparseFeature as SparseFeature
 from jaxrec._example.codecs import decode_image as decode_image
@@ -68,6 +69,7 @@ from jaxrec.errors import FeatureSpecError as FeatureSpecError
 from jaxrec.errors import FileChangedError as FileChangedError
 from jaxrec.errors import JaxrecError as JaxrecError
 from jaxrec.errors import ShardingError as ShardingError
+from jaxrec.errors import SplitError as SplitError
 from jaxrec.errors import StaleIndexError as StaleIndexError
 from jaxrec.errors import TruncatedRecordError as TruncatedRecordError
 
@@ -110,6 +112,7 @@ __all__ = [
     "SequenceExample",
     "SerializedTensor",
     "ShardingError",
+    "SplitError",
     "SparseFeature",
     "StaleIndexError",
     "TFRecordIndex",
@@ -138,6 +141,7 @@ __all__ = [
     "read_records",
     "serialize_tensor",
     "shape_key",
+    "tfds",
     "to_feature",
     "valid_key",
 ]

@@ -20,6 +20,7 @@ __all__ = [
     "FileChangedError",
     "JaxrecError",
     "ShardingError",
+    "SplitError",
     "StaleIndexError",
     "TruncatedRecordError",
 ]
@@ -138,6 +139,10 @@ class EncodeError(JaxrecError, TypeError, ValueError):
 
 class ShardingError(JaxrecError, ValueError):
     """Files or records cannot be split across hosts as asked."""
+
+
+class SplitError(JaxrecError, ValueError):
+    """A TensorFlow Datasets split string is malformed, names no split, or is out of range."""
 
 
 class StaleIndexError(JaxrecError, ValueError):

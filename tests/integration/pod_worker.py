@@ -1,7 +1,8 @@
 """One host of a pod for the pod-scale tests: `simulate_pod.py -- python pod_worker.py CONFIG`.
 
-CONFIG is a JSON file: files, batch_size, shuffle, num_epochs, drop_remainder, span_bytes,
-stop_after (batches; None: to the end), state (a saved state to resume, or None), out (a folder).
+CONFIG is a JSON file: files (or tfds: {data_dir, name, split}), batch_size, shuffle,
+num_epochs, drop_remainder, span_bytes, stop_after (batches; None: to the end), state (a saved
+state to resume, or None), out (a folder).
 Writes out/host-<i>.json: the ids yielded per epoch, batches per epoch, bytes read, records
 planned for this host, and the state after the last batch.
 """
@@ -20,9 +21,20 @@ import jaxrec as jr  # noqa: E402
 
 config = json.loads(open(sys.argv[1]).read())
 mesh = Mesh(np.array(jax.devices()), ("data",))
-loader = jr.Loader(
-    config["files"],
-    {"id": jr.FixedLenFeature([], np.int64)},
+if "tfds" in config:  # {"data_dir", "name", "split"}: a TFDS split, planned from its metadata
+    import jaxrec._loader.loader as loader_module
+
+    def no_counting(*args, **kwargs):
+        raise AssertionError("a TFDS split was counted: dataset_info.json lists the counts")
+
+    loader_module.span_table = no_counting
+    tfds = config["tfds"]
+    builder = jr.tfds.builder(tfds["name"], data_dir=tfds["data_dir"])
+    make = lambda **kw: builder.as_loader(tfds["split"], **kw)  # noqa: E731
+else:
+    make = lambda spec, **kw: jr.Loader(config["files"], spec, **kw)  # noqa: E731
+loader = make(
+    spec={"id": jr.FixedLenFeature([], np.int64)},
     batch_size=config["batch_size"],
     shuffle=config["shuffle"],
     seed=7,

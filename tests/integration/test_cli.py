@@ -398,3 +398,45 @@ def test_index_help_names_the_module_documenting_the_format(capsys):
     out = " ".join(capsys.readouterr().out.split())  # argparse wraps lines
     assert "documented in the jaxrec._io.index module" in out
     assert "_index.py" not in out
+
+
+TFDS = Path(__file__).resolve().parents[1] / "data" / "tfds"
+
+
+def test_inspect_a_tfds_directory_shows_splits_counts_and_the_spec():
+    r = run("inspect", TFDS / "toy" / "1.2.0")
+    assert r.returncode == 0, r.stderr
+    assert "TensorFlow Datasets · toy 1.2.0" in r.stdout
+    lines = {line.split()[0]: line.split()[1:] for line in r.stdout.splitlines() if line.strip()}
+    assert lines["train"][:2] == ["40", "3"] and lines["test"][:2] == ["7", "3"]
+    assert "ClassLabel(shape=(), dtype=int64, num_classes=3)" in r.stdout
+    assert "needs a choice: images of varying size" in r.stdout  # image_any, named not skipped
+    # The dataset's folder (versions inside) is taken as its highest prepared version.
+    assert run("inspect", TFDS / "toy").stdout == r.stdout
+
+
+def test_inspect_tfds_spec_code_reads_the_dataset(tmp_path):
+    r = run("inspect", TFDS / "toy", "--spec")
+    assert r.returncode == 0, r.stderr
+    namespace: dict = {}
+    exec(r.stdout, namespace)  # the code as printed
+    spec = namespace["spec"]
+    assert "image_any" not in spec and '# "image_any"' in r.stdout  # needs a size: commented
+    assert spec["seq_seq"].max_lens == (8, 8)  # from the scan: longest 3, rounded up to 8
+    loader = jr.tfds.builder("toy", data_dir=TFDS).as_loader("train", 16, spec=spec)
+    assert sum(int(b["mask"].sum()) for b in loader) == 40
+
+
+def test_inspect_tfds_json():
+    r = run("inspect", TFDS / "unsupported" / "0.1.0", "--json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)["tfds"]
+    assert doc["splits"]["train"] == {
+        "records": 3,
+        "shards": 1,
+        "bytes": doc["splits"]["train"]["bytes"],
+        "shard_lengths": [3],
+    }
+    features = doc["features"]
+    assert features["id"]["spec"] == "jr.FixedLenFeature([], np.int64)"
+    assert features["video"]["spec"] is None and "Video" in features["video"]["needs"]

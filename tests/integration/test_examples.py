@@ -53,3 +53,12 @@ def test_runs_as_a_script(name):
         check=True,
     )
     assert "OK:" in out.stdout
+
+
+def test_train_tfds_learns_from_a_tfds_directory(capsys):
+    # tests/data/tfds/shapes was prepared by real tensorflow_datasets; no TF is imported here.
+    test_accuracy = _load("train_tfds").main([])
+    out = capsys.readouterr().out
+    assert "shapes 1.0.0: train 400 records in 4 shards, test 100 records in 4 shards" in out
+    assert test_accuracy >= 0.9, out
+    assert "tensorflow" not in sys.modules

@@ -90,3 +90,29 @@ def test_elastic_resume_across_processes(tmp_path, pod, before, after):
     rest = [i for r in second for ids in r["ids"].values() for i in ids]
     assert sorted(yielded + rest) == all_ids(sizes)
     assert len({json.dumps(r["batches"]) for r in second}) == 1
+
+
+def test_a_tfds_split_on_a_pod_plans_from_its_metadata(tmp_path, pod):
+    # A TFDS slice spread over 3 shards and two splits: every host plans from
+    # dataset_info.json (the worker fails if anything is counted), the shares are balanced and
+    # together cover exactly the records TFDS reads for that split string.
+    data = Path(__file__).resolve().parents[1] / "data" / "tfds"
+    split = "train[25%:75%]+test"
+    expected = json.loads((data / "expected.json").read_text())["splits"][split]
+    hosts = 3
+    results = run(
+        pod,
+        tmp_path,
+        hosts,
+        "tfds",
+        tfds={"data_dir": str(data), "name": "toy", "split": split},
+        batch_size=4,
+        shuffle=True,
+        num_epochs=2,
+    )
+    for epoch in ("0", "1"):
+        seen = [i for r in results for i in r["ids"][epoch]]
+        assert sorted(seen) == sorted(expected), f"epoch {epoch}"
+        assert len({r["batches"][epoch] for r in results}) == 1
+    for r in results:
+        assert abs(r["host_records"] - len(expected) / hosts) <= 1

@@ -26,6 +26,7 @@ BUILTINS = {
     jr.ShardingError: (ValueError,),
     jr.StaleIndexError: (ValueError,),
     jr.FileChangedError: (ValueError,),
+    jr.SplitError: (ValueError,),
 }
 # The errors about one record: they take and keep a location.
 LOCATED = [

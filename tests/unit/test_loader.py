@@ -418,3 +418,61 @@ def test_planner_step_size():
     assert _group_batches(256, 150_000.0) == 1  # images: one batch a step
     assert _group_batches(16, 64 << 10) == 16  # 16 MiB a step
     assert _group_batches(4096, 100.0) == 4  # 16k records a step
+
+
+@pytest.mark.parametrize("shuffle", [False, True])
+@pytest.mark.parametrize("hosts", [1, 3])
+def test_record_ranges_read_exactly_those_records(tmp_path, shuffle, hosts):
+    sizes = [30, 25, 40]
+    files = write_files(tmp_path, sizes)
+    ranges = [(5, 30), (0, 0), (12, 17)]  # a tail, nothing, a middle run
+    want = sorted([5 + i for i in range(25)] + [2000 + 12 + i for i in range(5)])
+    got, batches = [], set()
+    for host in range(hosts):
+        loader = jr.Loader(
+            files,
+            SPEC,
+            4,
+            shuffle=shuffle,
+            seed=3,
+            record_ranges=ranges,
+            process_index=host,
+            process_count=hosts,
+        )
+        assert loader.record_counts == [25, 0, 5]
+        ids, counts = epoch_ids(loader)
+        got += ids[0]
+        batches.add(counts[0])
+    assert sorted(got) == want
+    assert len(batches) == 1  # every host yields the same number of batches
+
+
+def test_record_ranges_resume_exactly(tmp_path):
+    files = write_files(tmp_path, [50, 50])
+    kw = dict(shuffle=True, seed=1, record_ranges=[(10, 50), (0, 33)])
+    assert_resumes_exactly(
+        lambda **s: jr.Loader(files, SPEC, 8, num_epochs=2, **kw, **s), [1, 4, 9, 12], 18
+    )
+
+
+def test_record_ranges_past_a_file_end_raise(tmp_path):
+    files = write_files(tmp_path, [10])
+    loader = jr.Loader(files, SPEC, 4, record_ranges=[(5, 20)])
+    with pytest.raises(jr.FileChangedError, match="short"):
+        list(loader)
+
+
+@pytest.mark.parametrize(
+    "ranges, message",
+    [
+        ([(0, 5)], "1 entries for 2 files"),
+        ([(5, 2), (0, 1)], "0 <= lo <= hi"),
+        ([(-1, 2), (0, 1)], "lo <= hi"),
+    ],
+)
+def test_record_ranges_are_checked(tmp_path, ranges, message):
+    files = write_files(tmp_path, [10, 10])
+    with pytest.raises(jr.JaxrecError, match=message):
+        jr.Loader(files, SPEC, 4, record_ranges=ranges)
+    with pytest.raises(jr.JaxrecError, match="not several"):
+        jr.Loader(files, SPEC, 4, record_ranges=[(0, 1), (0, 1)], record_counts=[10, 10])

@@ -20,7 +20,7 @@ from jaxrec._example.proto import SequenceExample
 from jaxrec._io.paths import expand_paths
 from jaxrec._io.records import open_reader
 
-__all__ = ["FeatureStats", "Schema", "infer_schema", "is_example", "sniff_bytes"]
+__all__ = ["FeatureStats", "Schema", "infer_schema", "is_example", "round_len", "sniff_bytes"]
 
 _INT32 = (-(1 << 31), (1 << 31) - 1)
 _MAX_REASONS = 3
@@ -168,7 +168,7 @@ def _span(lo: int | None, hi: int | None) -> str:
     return "?" if lo is None else (str(lo) if lo == hi else f"{lo}-{hi}")
 
 
-def _round_len(n: int) -> int:
+def round_len(n: int) -> int:
     """A ``max_len`` for lengths up to ``n``: ``n`` rounded up to a multiple of 8."""
     return max(1, -(-n // 8) * 8)
 
@@ -267,7 +267,7 @@ class Schema:
         if in_list:
             if s.max_steps is None or hi is None:
                 return None, "no steps with values seen"
-            steps = f"max_len={_round_len(s.max_steps)}"
+            steps = f"max_len={round_len(s.max_steps)}"
             allow = ", allow_missing=True" if missing else ""
             if lo == hi and hi > 0:
                 shape = "[]" if hi == 1 else f"[{hi}]"
@@ -286,7 +286,7 @@ class Schema:
             if missing:
                 default = ", default_value=" + {"bytes": 'b""', "np.float32": "0.0"}.get(dtype, "0")
             return f"jr.FixedLenFeature({shape}, {dtype}{default})", note
-        return f"jr.VarLenFeature({dtype}, max_len={_round_len(hi or 0)})", note
+        return f"jr.VarLenFeature({dtype}, max_len={round_len(hi or 0)})", note
 
     def _block(self, var: str, stats: Mapping[str, FeatureStats], *, in_list: bool) -> list[str]:
         lines = [f"{var} = {{"]

@@ -40,7 +40,7 @@ from jaxrec._loader.pipeline import END, BatchInfo, Pipeline, RunSpec
 from jaxrec._loader.sharding import EpochPlan, HostShard, epoch_plan, host_shard
 from jaxrec._loader.shares import byte_deal, epoch_order, segment_shares
 from jaxrec._loader.shuffle import Layout
-from jaxrec._loader.spans import DEFAULT_SPAN_BYTES
+from jaxrec._loader.spans import DEFAULT_SPAN_BYTES, ranges_table
 from jaxrec._loader.state import LoaderPosition, check_config, load_state
 from jaxrec._loader.stats import Stats
 from jaxrec._loader.stream import EpochStream
@@ -103,6 +103,10 @@ class Loader:
             file: :class:`~jaxrec.errors.FileChangedError` if it changed) or counted: on a
             pod each host counts its share and one collective over ``jax.distributed``
             shares the counts.
+        record_ranges: read only records ``lo`` to ``hi - 1`` of each file, one ``(lo, hi)``
+            per file (e.g. a TensorFlow Datasets split slice: :mod:`jaxrec.tfds`); the counts
+            come with them, so nothing is counted. Records before ``lo`` are framed past by
+            the host that reads them, never parsed.
         chunk_bytes: size of the blocks files are read in.
         mask_key: the key of the mask in each batch.
         state: a :meth:`state` from an earlier run on the same files and settings, to resume
@@ -126,7 +130,8 @@ class Loader:
             ``mask_key``.
         ShardingError: the batch cannot be split as ``sharding`` asks, there are no files
             or records, or ``drop_remainder`` leaves no full batch.
-        JaxrecError: ``state`` does not fit these files and settings.
+        JaxrecError: ``state`` does not fit these files and settings, or ``record_ranges``
+            is malformed or given with ``record_counts`` or a ``manifest``.
 
     Example:
         >>> loader = Loader("train-*.tfrecord", spec, batch_size=256, shuffle=True, seed=0,
@@ -159,6 +164,7 @@ class Loader:
         process_index: int | None = None,
         process_count: int | None = None,
         record_counts: Iterable[int] | None = None,
+        record_ranges: Iterable[tuple[int, int]] | None = None,
         chunk_bytes: int = 1 << 20,
         mask_key: str = "mask",
         state: Mapping[str, Any] | str | None = None,
@@ -223,8 +229,13 @@ class Loader:
             self.paths[f]: size
             for f, size in (self.manifest.sizes_for(self.paths) if self.manifest else {}).items()
         }
-        # Training forever needs no counts: spans are dealt by bytes (see _byte_deal).
-        self.spans = table(count=num_epochs is not None)
+        if record_ranges is not None:
+            if record_counts is not None or self.manifest is not None:
+                raise JaxrecError("give record_ranges, record_counts or a manifest, not several")
+            self.spans = ranges_table(self.paths, list(record_ranges))
+        else:
+            # Training forever needs no counts: spans are dealt by bytes (see _byte_deal).
+            self.spans = table(count=num_epochs is not None)
         self._span_sizes: np.ndarray | None = None
         if not self.spans.known:
             sizes = self.spans.sizes(file_sizes(self.paths, storage_options))

@@ -89,8 +89,8 @@ class PieceReader:
         if self.need == 0:
             self.ended = True
             return
-        offset, index = int(spans.start[span]), base
-        if hint is not None and base <= hint[1] <= self.first:
+        offset, index = int(spans.start[span]), spans.index_at_start(span)
+        if hint is not None and index <= hint[1] <= self.first:
             offset, index = hint
         # The records before the piece's first are framed past, not read: neither their CRCs
         # nor their damage are this piece's (another host may own them).

@@ -1,11 +1,15 @@
 """Spans: the dataset cut into runs of consecutive records, the units hosts are dealt.
 
 A span is records ``first_index .. first_index + count - 1`` of one file, whose first record's
-header is at byte ``start``. Spans come from what is known about the files, cheapest first:
+header is at byte ``start`` (or, for a span that begins at a record whose offset is not known,
+the header of record ``start_index`` is there: the records between are framed past). Spans come
+from what is known about the files, cheapest first:
 
 * a record index (``jaxrec index``, ``<file>.idx``) gives every record's offset, so a file
   is cut into spans of about ``span_bytes`` without reading a byte of it;
-* a record count (``record_counts=``) gives a whole-file span;
+* a record count (``record_counts=``) gives a whole-file span, and a record range
+  (``record_ranges=``, e.g. a TensorFlow Datasets split slice) a span from record ``lo`` to
+  ``hi`` that starts at the file's first byte;
 * otherwise the file is counted: its records framed once, length CRCs only (``count_file``).
 
 Compressed files are always one span (a GZIP/ZLIB stream cannot be entered in the middle).
@@ -23,7 +27,7 @@ import numpy as np
 from jaxrec._io.index import TFRecordIndex
 from jaxrec.errors import JaxrecError
 
-__all__ = ["SpanTable", "spans_of_index"]
+__all__ = ["SpanTable", "ranges_table", "spans_of_index"]
 
 DEFAULT_SPAN_BYTES = 16 << 20
 
@@ -38,6 +42,8 @@ class SpanTable:
         start: the byte offset of its first record's header.
         first_index: the index in its file of its first record.
         count: its records.
+        start_index: the index of the record whose header is at ``start``, where it is not
+            ``first_index`` (None: it is, for every span).
     """
 
     paths: tuple[str, ...]
@@ -45,6 +51,12 @@ class SpanTable:
     start: np.ndarray
     first_index: np.ndarray
     count: np.ndarray
+    start_index: np.ndarray | None = None
+
+    def index_at_start(self, span: int) -> int:
+        """The index of the record whose header is at ``start[span]``."""
+        column = self.first_index if self.start_index is None else self.start_index
+        return int(column[span])
 
     def __len__(self) -> int:
         return len(self.file)
@@ -84,7 +96,10 @@ class SpanTable:
     def digest(self) -> str:
         """A short hash of the table: equal tables, equal digests (the saved state checks it)."""
         h = hashlib.sha256()
-        for a in (self.file, self.start, self.first_index, self.count):
+        columns = [self.file, self.start, self.first_index, self.count]
+        if self.start_index is not None:  # only then: older states keep their digests
+            columns.append(self.start_index)
+        for a in columns:
             h.update(np.ascontiguousarray(a, dtype="<i8").tobytes())
         return h.hexdigest()[:16]
 
@@ -120,6 +135,27 @@ def spans_of_index(
     firsts = np.flatnonzero(np.r_[True, bucket[1:] != bucket[:-1]])
     counts = np.diff(np.r_[firsts, n])
     return offsets[firsts], firsts.astype(np.int64), counts.astype(np.int64)
+
+
+def ranges_table(paths: Sequence[str], ranges: Sequence[Sequence[int]]) -> SpanTable:
+    """One span per file: records ``lo .. hi - 1`` of it, entered at its first byte.
+
+    Raises:
+        JaxrecError: not one ``(lo, hi)`` per file, or a range that is not ``0 <= lo <= hi``.
+    """
+    pairs = [tuple(int(x) for x in r) for r in ranges]
+    if len(pairs) != len(paths):
+        raise JaxrecError(f"record_ranges has {len(pairs)} entries for {len(paths)} files")
+    for f, pair in enumerate(pairs):
+        if len(pair) != 2 or not 0 <= pair[0] <= pair[1]:
+            raise JaxrecError(
+                f"record_ranges[{f}] must be (lo, hi) with 0 <= lo <= hi, got {pair} ({paths[f]})"
+            )
+    n = len(pairs)
+    lo = np.asarray([p[0] for p in pairs], np.int64).reshape(n)
+    hi = np.asarray([p[1] for p in pairs], np.int64).reshape(n)
+    zeros = np.zeros(n, np.int64)
+    return SpanTable(tuple(paths), np.arange(n, dtype=np.int64), zeros, lo, hi - lo, zeros.copy())
 
 
 def build_table(

@@ -22,6 +22,7 @@ from jaxrec.cli._common import (
     make_table,
     plural,
 )
+from jaxrec.cli.inspect_tfds import run_tfds, tfds_directory
 from jaxrec.errors import CorruptRecordError
 
 __all__ = ["add_parser", "run"]
@@ -36,7 +37,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "Scan records and describe every feature: its list type, how many values it holds "
         "(min/max/fixed), how often it is missing, value ranges; Example or SequenceExample. "
         "--spec prints spec code ready to paste. Every record scanned has its CRCs checked: a "
-        "bad one is reported with its file, record and byte offset, and the exit status is 1.",
+        "bad one is reported with its file, record and byte offset, and the exit status is 1. "
+        "A TensorFlow Datasets directory (DIR holding dataset_info.json, or the dataset's "
+        "folder of versions) shows its splits, record counts and the spec for its features.",
     )
     add_files(p)
     mode = p.add_mutually_exclusive_group()
@@ -58,6 +61,10 @@ def run(args: argparse.Namespace) -> int:
     scan: it is reported (file, record, byte offset) on stderr, nothing is printed on stdout
     (no schema from damaged data), and the exit status is 1, as ``jaxrec verify`` gives.
     """
+    if len(args.files) == 1:
+        tfds_dir = tfds_directory(args.files[0], args.storage_options)
+        if tfds_dir is not None:
+            return run_tfds(tfds_dir, args)
     files = input_files(args.files, args.storage_options)
     try:
         schema = infer_schema(

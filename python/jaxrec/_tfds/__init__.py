@@ -1,0 +1,1 @@
+"""TensorFlow Datasets directories: metadata, features, split strings (:mod:`jaxrec.tfds`)."""
