@@ -268,3 +268,29 @@ def test_a_custom_or_unknown_feature_is_named():
 def test_not_a_features_json():
     with pytest.raises(jr.JaxrecError, match="not a TFDS features.json"):
         parse_features({"hello": 1})
+
+
+def test_absurd_shard_lengths_are_caught_when_read_not_allocated(tmp_path):
+    # dataset_info.json is data: a count of 10**15 records must not size anything.
+    data_dir = copy_toy(tmp_path)
+    info = data_dir / "toy" / "1.2.0" / "dataset_info.json"
+    doc = json.loads(info.read_text())
+    doc["splits"][1]["shardLengths"] = ["2", "3", str(10**15)]
+    info.write_text(json.dumps(doc))
+    b = jr.tfds.builder("toy", data_dir=data_dir)
+    assert b.info.splits["test"].num_examples == 10**15 + 5
+    loader = b.as_loader("test", 4, spec={"id": jr.FixedLenFeature([], np.int64)})
+    assert len(loader) == -(-(10**15 + 5) // 4)
+    with pytest.raises(jr.FileChangedError, match="short"):
+        for _ in loader:  # not list(): it would size itself by len()
+            pass
+
+
+def test_a_missing_shard_is_named(tmp_path):
+    data_dir = copy_toy(tmp_path)
+    (data_dir / "toy" / "1.2.0" / "toy-test.tfrecord-00001-of-00003").unlink()
+    loader = jr.tfds.builder("toy", data_dir=data_dir).as_loader(
+        "test", 4, spec={"id": jr.FixedLenFeature([], np.int64)}
+    )
+    with pytest.raises(FileNotFoundError, match="toy-test.tfrecord-00001-of-00003"):
+        list(loader)

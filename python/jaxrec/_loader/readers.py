@@ -69,13 +69,17 @@ class PieceReader:
         if pieces.hi[i] < 0:  # a span of unknown length: all of it from record lo + taken
             self.first = base + int(pieces.lo[i]) + taken
             self.need: int | None = None
+        elif pieces.keep[i] is None:
+            # A range: its ends by arithmetic. Counts may come from metadata (a manifest, a
+            # TFDS dataset_info.json), so they never size an allocation.
+            lo, hi = int(pieces.lo[i]) + taken, int(pieces.hi[i])
+            self.need = max(0, hi - lo)
+            self.first, self.last = base + lo, base + hi - 1
         else:
-            records = pieces.records(i)[taken:] + base
-            self.need = len(records)
+            self.keep = pieces.records(i)[taken:] + base
+            self.need = len(self.keep)
             if self.need:
-                self.first, self.last = int(records[0]), int(records[-1])
-            if pieces.keep[i] is not None:
-                self.keep = records
+                self.first, self.last = int(self.keep[0]), int(self.keep[-1])
         self.found = 0
         self.ended = False
         self.registry = registry
