@@ -42,8 +42,12 @@ from jaxrec._io.paths import expand_paths as expand_paths
 from jaxrec._io.records import TFRecordWriter as TFRecordWriter
 from jaxrec._io.records import read_chunks as read_chunks
 from jaxrec._io.records import read_records as read_records
+from jaxrec._loader.device import Batch as Batch
 from jaxrec._loader.loader import BatchInfo as BatchInfo
 from jaxrec._loader.loader import Loader as Loader
+from jaxrec._loader.transforms import MapTransform as MapTransform
+from jaxrec._loader.transforms import RandomMapTransform as RandomMapTransform
+from jaxrec._loader.transforms import per_record as per_record
 from jaxrec._native import Chunk as Chunk
 from jaxrec._native import __version__ as __version__
 from jaxrec._native import masked_crc32c as masked_crc32c
@@ -71,6 +75,7 @@ from jaxrec.errors import JaxrecError as JaxrecError
 from jaxrec.errors import ShardingError as ShardingError
 from jaxrec.errors import SplitError as SplitError
 from jaxrec.errors import StaleIndexError as StaleIndexError
+from jaxrec.errors import TransformError as TransformError
 from jaxrec.errors import TruncatedRecordError as TruncatedRecordError
 
 
@@ -84,6 +89,7 @@ def __getattr__(name: str):
 
 
 __all__ = [
+    "Batch",
     "BatchInfo",
     "BytesList",
     "Chunk",
@@ -106,13 +112,16 @@ __all__ = [
     "JaxrecError",
     "Loader",
     "Manifest",
+    "MapTransform",
     "RaggedFeature",
+    "RandomMapTransform",
     "RandomAccessReader",
     "RawTensor",
     "SequenceExample",
     "SerializedTensor",
     "ShardingError",
     "SplitError",
+    "TransformError",
     "SparseFeature",
     "StaleIndexError",
     "TFRecordIndex",
@@ -137,6 +146,7 @@ __all__ = [
     "parse_single_example",
     "parse_single_sequence_example",
     "parse_tensor",
+    "per_record",
     "read_chunks",
     "read_records",
     "serialize_tensor",

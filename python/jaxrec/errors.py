@@ -21,6 +21,7 @@ __all__ = [
     "JaxrecError",
     "ShardingError",
     "SplitError",
+    "TransformError",
     "StaleIndexError",
     "TruncatedRecordError",
 ]
@@ -143,6 +144,10 @@ class ShardingError(JaxrecError, ValueError):
 
 class SplitError(JaxrecError, ValueError):
     """A TensorFlow Datasets split string is malformed, names no split, or is out of range."""
+
+
+class TransformError(JaxrecError):
+    """A Loader transform raised (the cause is chained), or changed the batch's shapes."""
 
 
 class StaleIndexError(JaxrecError, ValueError):

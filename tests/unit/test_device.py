@@ -53,3 +53,48 @@ def test_a_global_batch_that_divides_fits(data_sharding, local, hosts):
 def test_a_global_batch_that_does_not_divide_is_a_sharding_error(data_sharding, local, hosts):
     with pytest.raises(jr.ShardingError, match=f"global batch of {local * hosts} rows"):
         check_batch_fits(data_sharding, local, hosts)
+
+
+def test_a_batch_with_bytes_goes_straight_into_jit(tmp_path, data_sharding):
+    path = tmp_path / "d.tfrecord"
+    with jr.TFRecordWriter(path) as w:
+        w.write_many([jr.encode_example({"x": float(i), "id": f"r{i}"}) for i in range(20)])
+    spec = {"x": jr.FixedLenFeature([], np.float32), "id": jr.FixedLenFeature([], bytes)}
+    loader = jr.Loader(str(path), spec, 8, sharding=data_sharding)
+    step = jax.jit(lambda b: (b["x"] * b["mask"]).sum())
+    total, ids = 0.0, []
+    for batch in loader:
+        assert isinstance(batch, jr.Batch) and isinstance(batch, dict)
+        total += float(step(batch))  # no pop: the bytes never reach jit
+        ids += [v.decode() for v in batch["id"][np.asarray(batch["mask"])]]
+    assert total == sum(range(20)) and ids == [f"r{i}" for i in range(20)]
+    assert jax.tree.leaves(batch) == [batch["x"], batch["mask"]]
+
+    @jax.jit
+    def peek(b):
+        return b["id"]
+
+    with pytest.raises(KeyError, match="host-only feature"):
+        peek(batch)
+
+
+def test_per_feature_shardings(tmp_path):
+    mesh = Mesh(np.array(jax.devices()).reshape(4, 2), ("data", "model"))
+    rows, wide = (
+        NamedSharding(mesh, PartitionSpec("data")),
+        NamedSharding(mesh, PartitionSpec("data", "model")),
+    )
+    path = tmp_path / "d.tfrecord"
+    with jr.TFRecordWriter(path) as w:
+        w.write_many([jr.encode_example({"v": [float(i)] * 4, "y": i}) for i in range(16)])
+    spec = {"v": jr.FixedLenFeature([4], np.float32), "y": jr.FixedLenFeature([], np.int32)}
+    loader = jr.Loader(str(path), spec, 8, sharding={"*": rows, "v": wide})
+    b = next(iter(loader))
+    assert b["v"].sharding == wide and b["y"].sharding == rows and b["mask"].sharding == rows
+    assert len({s.data.shape for s in b["v"].addressable_shards}) == 1
+    assert b["v"].addressable_shards[0].data.shape == (2, 2)
+    loader.close()
+    with pytest.raises(jr.ShardingError, match="no sharding for 'mask'"):
+        jr.Loader(str(path), spec, 8, sharding={"v": wide, "y": rows})
+    with pytest.raises(jr.ShardingError, match=r"keys no batch has: \['w'\]"):
+        jr.Loader(str(path), spec, 8, sharding={"*": rows, "w": wide})

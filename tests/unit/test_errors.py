@@ -27,6 +27,7 @@ BUILTINS = {
     jr.StaleIndexError: (ValueError,),
     jr.FileChangedError: (ValueError,),
     jr.SplitError: (ValueError,),
+    jr.TransformError: (),  # what the user code raised is its __cause__
 }
 # The errors about one record: they take and keep a location.
 LOCATED = [

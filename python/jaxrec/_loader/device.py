@@ -3,63 +3,178 @@
 With one process the local batch *is* the global batch and goes through ``jax.device_put``. With
 several (a pod), each host holds its own rows and ``jax.make_array_from_process_local_data``
 assembles the global ``jax.Array`` whose leading dimension is ``batch_size * process_count``,
-the hosts' rows in process order. Bytes (object) arrays stay on the host: devices cannot hold them.
+the hosts' rows in process order.
+
+Bytes (object) arrays cannot live on devices. They stay numpy, in a :class:`Batch`: a dict
+whose pytree holds only its device arrays, so ``jit(step)(params, batch)`` takes it as it comes
+and the host-only values stay readable outside (``batch["id"]``).
+
+The sharding is one ``jax.sharding.Sharding`` for every array, or a dict of them by output key
+(``"*"``: the one for keys not named), e.g. ``{"*": NamedSharding(mesh, P("data")), "image":
+NamedSharding(mesh, P("data", None, "model"))}``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 import numpy as np
 
 from jaxrec.errors import ShardingError
 
-__all__ = ["check_batch_fits", "to_device"]
+__all__ = ["Batch", "check_batch_fits", "sharding_for", "to_device"]
+
+DEFAULT_KEY = "*"
+
+
+class Batch(dict):
+    """A batch on devices: a dict of ``jax.Array``s, plus host-only (bytes) numpy arrays.
+
+    As a JAX pytree it is its device arrays alone (host-only keys are recorded, not carried):
+    ``jit``, ``device_put`` and ``tree.map`` see numbers only. Inside a jitted function a
+    host-only key raises a ``KeyError`` that says so.
+    """
+
+    __slots__ = ("host_keys",)
+
+    def __init__(self, items: Iterable[tuple[str, Any]] = (), host_keys: tuple[str, ...] = ()):
+        super().__init__(items)
+        self.host_keys = host_keys
+
+    def __missing__(self, key: str) -> Any:
+        if key in self.host_keys:
+            raise KeyError(
+                f"{key!r} is a host-only feature (bytes): it is not passed into jit or device "
+                "computations; read it outside, from the batch the Loader yielded"
+            )
+        raise KeyError(key)
+
+    def __reduce__(self):  # pickles as what it is: a dict with its host keys
+        return (type(self), (list(self.items()), self.host_keys))
+
+    def _flatten(self):
+        device = tuple(k for k in self if k not in self.host_keys)
+        return [self[k] for k in device], (device, self.host_keys)
+
+    @classmethod
+    def _unflatten(cls, aux, children) -> Batch:
+        device, host_keys = aux
+        return cls(zip(device, children, strict=True), host_keys)
+
+
+_registered = False
+
+
+def _register() -> None:
+    """Makes :class:`Batch` a JAX pytree (once; here, where JAX is imported anyway)."""
+    global _registered
+    if not _registered:
+        import jax
+
+        jax.tree_util.register_pytree_node(Batch, Batch._flatten, Batch._unflatten)
+        _registered = True
+
+
+def sharding_for(sharding: Any, key: str) -> Any:
+    """The sharding of output ``key``: the one sharding, or its entry in a dict of them.
+
+    Raises:
+        ShardingError: a dict names neither ``key`` nor the default ``"*"``.
+    """
+    if not isinstance(sharding, Mapping):
+        return sharding
+    if key in sharding:
+        return sharding[key]
+    if DEFAULT_KEY in sharding:
+        return sharding[DEFAULT_KEY]
+    raise ShardingError(
+        f"the sharding dict names no sharding for {key!r}: name it, or give a default under "
+        f"{DEFAULT_KEY!r} (keys: {sorted(sharding)})"
+    )
+
+
+def check_shardings(sharding: Any, keys: Iterable[str]) -> None:
+    """Refuses a dict of shardings that leaves a key out, or names a key no batch has.
+
+    Raises:
+        ShardingError: naming the keys.
+    """
+    if not isinstance(sharding, Mapping):
+        return
+    keys = list(keys)
+    for k in keys:
+        sharding_for(sharding, k)
+    stray = sorted(k for k in sharding if k != DEFAULT_KEY and k not in keys)
+    if stray:
+        raise ShardingError(f"the sharding dict names keys no batch has: {stray} (keys: {keys})")
 
 
 def check_batch_fits(sharding, local_batch: int, process_count: int) -> None:
     """Raises a clear error when the global batch cannot be split as the sharding asks.
 
+    Args:
+        sharding: a ``Sharding``, or a dict of them (each is checked).
+        local_batch: rows per host.
+        process_count: hosts.
+
     Raises:
         ShardingError: the leading dimension is not divisible by the devices it is split over.
     """
+    if isinstance(sharding, Mapping):
+        for s in sharding.values():
+            check_batch_fits(s, local_batch, process_count)
+        return
     global_batch = local_batch * process_count
-    try:
-        shard_shape = sharding.shard_shape((global_batch,))
-    except Exception as e:  # jax raises ValueError with its own wording; keep it as the cause
+    # The sharding may be for arrays of higher rank (a per-feature one): the other dimensions
+    # get the device count, which every split of them divides.
+    devices = max(1, getattr(sharding, "num_devices", 1))
+    error: Exception | None = None
+    for rank in range(1, 9):
+        try:
+            shard_shape = sharding.shard_shape((global_batch, *(devices,) * (rank - 1)))
+            break
+        except Exception as e:  # jax's ValueError, with its own wording: the cause
+            error = error or e
+    else:
         raise ShardingError(
             f"a global batch of {global_batch} rows ({local_batch} per host x {process_count} "
-            f"hosts) cannot be split by {sharding}: {e}"
-        ) from e
+            f"hosts) cannot be split by {sharding}: {error}"
+        ) from error
     if global_batch % max(1, shard_shape[0]) != 0:
         raise ShardingError(
             f"a global batch of {global_batch} rows does not divide into shards of {shard_shape[0]}"
         )
 
 
-def to_device(batch: Mapping[str, np.ndarray], sharding, process_count: int) -> dict:
-    """Places every numeric array of ``batch`` with ``sharding``; bytes arrays stay numpy.
+def to_device(batch: Mapping[str, np.ndarray], sharding, process_count: int) -> Batch:
+    """Places every numeric array of ``batch`` with its sharding; bytes arrays stay numpy.
 
     Args:
         batch: this host's rows, ``[batch_size, ...]`` per array.
-        sharding: a ``jax.sharding.Sharding`` over the global batch.
+        sharding: a ``jax.sharding.Sharding`` over the global batch, or a dict of them by key.
         process_count: number of hosts contributing rows.
 
     Returns:
-        A dict of the same keys: global ``jax.Array`` objects and numpy object arrays.
+        A :class:`Batch` of the same keys, in order: global ``jax.Array`` objects and numpy
+        object arrays (host-only).
     """
     import jax
 
+    _register()
     out: dict = {}
     numeric = {k: v for k, v in batch.items() if v.dtype != object}
     if process_count == 1:
         # One call for the whole dict lets jax batch the transfers.
-        out.update(jax.device_put(numeric, sharding))
+        shardings = {k: sharding_for(sharding, k) for k in numeric}
+        out.update(jax.device_put(numeric, shardings))
     else:
         for k, v in numeric.items():
             global_shape = (v.shape[0] * process_count, *v.shape[1:])
-            out[k] = jax.make_array_from_process_local_data(sharding, v, global_shape)
-    for k, v in batch.items():
-        if v.dtype == object:
-            out[k] = v
-    return {k: out[k] for k in batch}
+            out[k] = jax.make_array_from_process_local_data(
+                sharding_for(sharding, k), v, global_shape
+            )
+    host = tuple(k for k, v in batch.items() if v.dtype == object)
+    for k in host:
+        out[k] = batch[k]
+    return Batch(((k, out[k]) for k in batch), host)

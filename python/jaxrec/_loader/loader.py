@@ -35,7 +35,7 @@ from jaxrec._io.paths import PathLike, StorageOptions, expand_paths, file_sizes
 from jaxrec._io.records import open_reader, skips_errors
 from jaxrec._loader.batcher import Batcher
 from jaxrec._loader.counts import span_table
-from jaxrec._loader.device import check_batch_fits, to_device
+from jaxrec._loader.device import check_batch_fits, check_shardings, to_device
 from jaxrec._loader.pipeline import END, BatchInfo, Pipeline, RunSpec
 from jaxrec._loader.sharding import EpochPlan, HostShard, epoch_plan, host_shard
 from jaxrec._loader.shares import byte_deal, epoch_order, segment_shares
@@ -44,6 +44,7 @@ from jaxrec._loader.spans import DEFAULT_SPAN_BYTES, ranges_table
 from jaxrec._loader.state import LoaderPosition, check_config, load_state
 from jaxrec._loader.stats import Stats
 from jaxrec._loader.stream import EpochStream
+from jaxrec._loader.transforms import MapTransform, RandomMapTransform, TransformChain
 from jaxrec._parse import ExampleParser
 from jaxrec._spec import KIND_FIXED, CompiledFeature
 from jaxrec.errors import (
@@ -82,7 +83,10 @@ class Loader:
         drop_remainder: cut every host's epoch to the same number of full batches instead of
             padding the last batch with masked rows.
         sharding: a ``jax.sharding.Sharding`` for the batch (e.g.
-            ``NamedSharding(mesh, P("data"))``); None yields numpy batches.
+            ``NamedSharding(mesh, P("data"))``), or a dict of them by output key (``"*"``: the
+            default for keys it does not name); None yields numpy batches. Sharded batches are
+            :class:`~jaxrec.Batch` dicts: bytes features stay numpy in them, and ``jit`` sees
+            only the device arrays.
         prefetch: batches prepared ahead of the consumer (on devices when sharded).
         num_threads: reader/parser threads (default: the machine's cores). The order and the
             state do not depend on it.
@@ -108,6 +112,12 @@ class Loader:
             come with them, so nothing is counted. Records before ``lo`` are framed past by
             the host that reads them, never parsed.
         chunk_bytes: size of the blocks files are read in.
+        transform: a function ``batch -> batch`` (a dict of numpy arrays with the mask), a
+            :class:`~jaxrec.MapTransform` / :class:`~jaxrec.RandomMapTransform` (``random_map(
+            batch, rng)``: ``rng`` derived from the seed, epoch, batch and host, so resumes
+            draw the same), or a list of them, applied in order on the worker threads after
+            padding and before devices. Keys, shapes and dtypes must stay the same batch after
+            batch. :func:`jaxrec.per_record` runs a function on each record instead.
         mask_key: the key of the mask in each batch.
         state: a :meth:`state` from an earlier run on the same files and settings, to resume
             from: on the same number of hosts it continues exactly; on another (or with
@@ -132,6 +142,7 @@ class Loader:
             or records, or ``drop_remainder`` leaves no full batch.
         JaxrecError: ``state`` does not fit these files and settings, or ``record_ranges``
             is malformed or given with ``record_counts`` or a ``manifest``.
+        TypeError: a ``transform`` is neither callable nor a transform object.
 
     Example:
         >>> loader = Loader("train-*.tfrecord", spec, batch_size=256, shuffle=True, seed=0,
@@ -166,6 +177,7 @@ class Loader:
         record_counts: Iterable[int] | None = None,
         record_ranges: Iterable[tuple[int, int]] | None = None,
         chunk_bytes: int = 1 << 20,
+        transform: Any = None,
         mask_key: str = "mask",
         state: Mapping[str, Any] | str | None = None,
         span_bytes: int = DEFAULT_SPAN_BYTES,
@@ -211,6 +223,14 @@ class Loader:
         _check_static(self.parser.compiled_features, "features", self.parser.composite_features)
         _check_static(self.parser.compiled_sequence_features, "sequence_features")
         self._batcher = Batcher(self._parse_rows([], [], []), self.batch_size, mask_key)
+        if transform is None:
+            transforms = []
+        elif callable(transform) or isinstance(transform, (MapTransform, RandomMapTransform)):
+            transforms = [transform]
+        else:
+            transforms = list(transform)
+        TransformChain(transforms, None, 0)  # refuses what is not a transform, now
+        self._transforms = transforms
         # Indexes the plan came from, each checked against its file when this host opens it.
         self._unchecked_indexes: dict[str, Any] = {}
         table = functools.partial(
@@ -259,6 +279,8 @@ class Loader:
             )
         if sharding is not None:
             check_batch_fits(sharding, self.batch_size, self.shard.count)
+            if not self._transforms:  # transforms may add keys: checked as batches come
+                check_shardings(sharding, [*self._batcher.template, self.mask_key])
         self._position = LoaderPosition()
         if state is not None:
             position, saved = load_state(state, self.shard.count, self.batch_size, self.shard.index)
@@ -442,6 +464,11 @@ class Loader:
             open_segment=self._open_segment,
             parse=self._timed_parse,
             finish=self._finish,
+            transforms=(
+                TransformChain(self._transforms, self.seed, self.shard.index)
+                if self._transforms
+                else None
+            ),
             to_device=to_dev,
             num_threads=self.num_threads,
             prefetch=self.prefetch,
@@ -531,8 +558,9 @@ class Loader:
 
         ``records``/``bytes`` read, ``skipped_records``/``skipped_bytes`` and the first
         ``errors`` (with ``on_error="skip"``), ``records_dropped`` (``drop_remainder``),
-        ``batches``, ``padded_rows``, ``read_seconds`` and ``parse_seconds`` (native reads and
-        parses, summed over threads), ``host_to_device_seconds``, ``consumer_wait_seconds``
+        ``batches``, ``padded_rows``, ``read_seconds``, ``parse_seconds`` (native reads and
+        parses) and ``transform_seconds`` (the user's transforms), summed over threads,
+        ``host_to_device_seconds``, ``consumer_wait_seconds``
         (time the training loop waited for input) and ``queue_depth`` (batches ready now).
         """
         out = self._stats.snapshot()

@@ -4,8 +4,8 @@
 
     planner thread   epoch streams -> groups of batches of record handles; submits one parse
         │            job per batch to the pool; reads run ahead on the pool too
-    pool (N threads) native reads and parses, GIL released
-        │
+    pool (N threads) native reads and parses, GIL released (with transforms: parse, pad
+        │            and the user's transforms in one job per batch)
     feeder thread    (with a sharding) in order: pad + mask, jax.device_put, ``prefetch`` ahead
         │
     consumer         ``for batch in loader`` (without a sharding it pads and masks itself)
@@ -42,6 +42,7 @@ from jaxrec._loader.sharding import EpochPlan
 from jaxrec._loader.state import LoaderPosition
 from jaxrec._loader.stats import Stats
 from jaxrec._loader.stream import EpochStream
+from jaxrec._loader.transforms import TransformChain
 from jaxrec.errors import JaxrecError
 
 __all__ = ["END", "BatchInfo", "Pipeline"]
@@ -128,6 +129,8 @@ class RunSpec:
             that a position is in.
         parse: parses ``(chunks, which, rows)`` into arrays (on the pool).
         finish: pads ``(parsed or None, real rows)`` to a batch with a mask.
+        transforms: the user's transforms (``None``: none); with them each batch is parsed,
+            padded and transformed in one job on the pool.
         to_device: places a batch on devices (``None``: batches stay numpy).
         num_threads: pool size.
         prefetch: batches prepared ahead of the consumer.
@@ -142,6 +145,7 @@ class RunSpec:
     ]
     parse: Callable[..., dict[str, np.ndarray]]
     finish: Callable[[dict[str, np.ndarray] | None, int], dict[str, Any]]
+    transforms: TransformChain | None
     to_device: Callable[[dict[str, Any]], dict[str, Any]] | None
     num_threads: int
     prefetch: int
@@ -249,9 +253,6 @@ class Pipeline:
                             return
                         lo, hi = min(j * b, len(handles)), min((j + 1) * b, len(handles))
                         real = hi - lo
-                        job = None
-                        if real:
-                            job = self.pool.submit(s.parse, chunks, which[lo:hi], rows[lo:hi])
                         if plan is None:
                             last = hi == len(handles) and stream.exhausted
                         else:
@@ -262,6 +263,12 @@ class Pipeline:
                             else LoaderPosition(epoch, segments, done + 1, hint)
                         )
                         info = BatchInfo(epoch, before + done, real, last)
+                        part = (chunks, which[lo:hi], rows[lo:hi])
+                        job = None
+                        if s.transforms is not None:
+                            job = self.pool.submit(self._prepare, *part, info)
+                        elif real:
+                            job = self.pool.submit(s.parse, *part)
                         if not self._put(self.inflight, (job, real, after, info)):
                             return
                         done += 1
@@ -280,11 +287,25 @@ class Pipeline:
             position = LoaderPosition(epoch + 1)
         self._put(self.inflight, END)
 
+    def _prepare(self, chunks, which, rows, info: BatchInfo) -> dict[str, Any]:
+        """Parses, pads and transforms one batch (a job on the pool, with transforms)."""
+        s = self.spec
+        assert s.transforms is not None
+        parsed = s.parse(chunks, which, rows) if info.real_rows else None
+        batch = s.finish(parsed, info.real_rows)
+        with s.stats.timed("transform_seconds"):
+            return s.transforms.apply(batch, info.epoch, info.index_in_epoch)
+
     def _ready(self, item: tuple) -> tuple:
-        """Waits for a batch's parse and pads it: ``(batch, position, info)``."""
+        """Waits for a batch's job and pads it: ``(batch, position, info)``, in batch order."""
         job, real, position, info = item
+        s = self.spec
+        if s.transforms is not None:
+            batch = job.result()
+            s.transforms.check(batch, info.epoch, info.index_in_epoch)
+            return batch, position, info
         parsed = job.result() if job is not None else None
-        return self.spec.finish(parsed, real), position, info
+        return s.finish(parsed, real), position, info
 
     def _feed(self) -> None:
         s = self.spec

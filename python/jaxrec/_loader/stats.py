@@ -24,8 +24,14 @@ COUNTERS = (
     "batches",
     "padded_rows",
 )
-# Summed seconds (over threads for the read and parse work, which run on the pool).
-TIMERS = ("read_seconds", "parse_seconds", "host_to_device_seconds", "consumer_wait_seconds")
+# Summed seconds (over threads for the read, parse and transform work, which run on the pool).
+TIMERS = (
+    "read_seconds",
+    "parse_seconds",
+    "transform_seconds",
+    "host_to_device_seconds",
+    "consumer_wait_seconds",
+)
 MAX_ERRORS = 100  # messages kept; the counters keep counting past them
 
 
