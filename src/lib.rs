@@ -4,7 +4,8 @@
 //! - [`parse`]: a compiled spec, and batches of `tf.train.Example` / `SequenceExample` parsed
 //!   into columnar, fixed-shape arrays;
 //! - [`decode`]: bytes features decoded into arrays — raw tensors, serialized `TensorProto`s
-//!   and JPEG/PNG images — one layer below `parse`, which calls it.
+//!   and JPEG/PNG images — one layer below `parse`, which calls it;
+//! - [`pipeline`]: what happens to parsed batches next — sequence packing.
 //!
 //! Shared leaves: [`error`] (the one error type), [`wire`] (protobuf primitives and
 //! `tf.train.Feature`), [`dtype`] (output dtypes), [`column`](mod@column) (a parsed column)
@@ -21,6 +22,7 @@ pub mod decode;
 pub mod dtype;
 pub mod error;
 pub mod parse;
+pub mod pipeline;
 pub mod records;
 pub mod wire;
 

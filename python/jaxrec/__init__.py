@@ -45,6 +45,7 @@ from jaxrec._io.records import read_records as read_records
 from jaxrec._loader.device import Batch as Batch
 from jaxrec._loader.loader import BatchInfo as BatchInfo
 from jaxrec._loader.loader import Loader as Loader
+from jaxrec._loader.packing import Pack as Pack
 from jaxrec._loader.transforms import MapTransform as MapTransform
 from jaxrec._loader.transforms import RandomMapTransform as RandomMapTransform
 from jaxrec._loader.transforms import per_record as per_record
@@ -113,6 +114,7 @@ __all__ = [
     "Loader",
     "Manifest",
     "MapTransform",
+    "Pack",
     "RaggedFeature",
     "RandomMapTransform",
     "RandomAccessReader",

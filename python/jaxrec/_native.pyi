@@ -18,6 +18,7 @@ __all__ = [
     "encode_jpeg",
     "parse_tensor",
     "serialize_tensor",
+    "pack_documents",
     "masked_crc32c",
     "Chunk",
     "RecordReader",
@@ -166,3 +167,12 @@ def serialize_tensor(dtype: str, shape: tuple[int, ...], values: bytes | list[by
 
 def parse_tensor(data: bytes, dtype: str) -> Column:
     """Decodes a serialized TensorProto holding `dtype` (a spec dtype code) into one row."""
+
+def pack_documents(
+    values: list[npt.NDArray[np.uint8]],
+    itemsizes: list[int],
+    lengths: list[npt.NDArray[np.int32]],
+    seq_lens: list[int],
+    rows: int,
+    split: bool,
+) -> dict[str, Any]: ...

@@ -4,6 +4,7 @@
 
 mod codecs;
 mod errors;
+mod pack;
 mod parser;
 mod records;
 mod spec;
@@ -21,6 +22,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(codecs::parse_tensor, m)?)?;
     m.add_function(wrap_pyfunction!(codecs::serialize_tensor, m)?)?;
     m.add_function(wrap_pyfunction!(records::masked_crc32c, m)?)?;
+    m.add_function(wrap_pyfunction!(pack::pack_documents, m)?)?;
     m.add_class::<records::Chunk>()?;
     m.add_class::<records::RecordReader>()?;
     m.add_class::<records::RecordWriter>()?;

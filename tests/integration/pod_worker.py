@@ -33,8 +33,16 @@ if "tfds" in config:  # {"data_dir", "name", "split"}: a TFDS split, planned fro
     make = lambda **kw: builder.as_loader(tfds["split"], **kw)  # noqa: E731
 else:
     make = lambda spec, **kw: jr.Loader(config["files"], spec, **kw)  # noqa: E731
+packing = config.get("pack")  # {"lengths": {...}, "window": n}: documents in "tokens"
+extra = {}
+if packing:
+    spec = {"tokens": jr.VarLenFeature(np.int64, max_len=packing.get("max_len", 64))}
+    extra["pack"] = jr.Pack(packing["lengths"], window=packing["window"])
+else:
+    spec = {"id": jr.FixedLenFeature([], np.int64)}
 loader = make(
-    spec={"id": jr.FixedLenFeature([], np.int64)},
+    spec=spec,
+    **extra,
     batch_size=config["batch_size"],
     shuffle=config["shuffle"],
     seed=7,
@@ -49,10 +57,20 @@ ids: dict[int, list[int]] = {}
 batches: dict[int, int] = {}
 for n, batch in enumerate(loader):
     info = loader.last_info
-    local = {s.index[0].start: np.asarray(s.data) for s in batch["id"].addressable_shards}
-    mask = {s.index[0].start: np.asarray(s.data) for s in batch["mask"].addressable_shards}
-    for k in sorted(local):
-        ids.setdefault(info.epoch, []).extend(local[k][mask[k]].tolist())
+
+    def rows(key, batch=batch):
+        return {s.index[0].start: np.asarray(s.data) for s in batch[key].addressable_shards}
+
+    if packing:  # a document's id is its first token (see test_pods.write_docs)
+        tokens, starts = rows("tokens"), rows("tokens_positions")
+        segments = rows("tokens_segment_ids")
+        for k in sorted(tokens):
+            first = tokens[k][(starts[k] == 0) & (segments[k] > 0)]
+            ids.setdefault(info.epoch, []).extend(first.tolist())
+    else:
+        local, mask = rows("id"), rows("mask")
+        for k in sorted(local):
+            ids.setdefault(info.epoch, []).extend(local[k][mask[k]].tolist())
     batches[info.epoch] = batches.get(info.epoch, 0) + 1
     if config.get("stop_after") is not None and n + 1 >= config["stop_after"]:
         break

@@ -8,6 +8,7 @@ import json
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 from shards import write_shards
 
@@ -116,3 +117,64 @@ def test_a_tfds_split_on_a_pod_plans_from_its_metadata(tmp_path, pod):
         assert len({r["batches"][epoch] for r in results}) == 1
     for r in results:
         assert abs(r["host_records"] - len(expected) / hosts) <= 1
+
+
+def write_docs(tmp_path, n, files=3, seed=0):
+    """Documents of 1..40 tokens whose first token is their id (files round-robin)."""
+    rng = np.random.default_rng(seed)
+    docs = [[d] + [d] * int(rng.integers(0, 40)) for d in range(1, n + 1)]
+    paths = []
+    for f in range(files):
+        p = tmp_path / f"docs-{f}.tfrecord"
+        with jr.TFRecordWriter(p) as w:
+            w.write_many([jr.encode_example({"tokens": docs[i]}) for i in range(f, n, files)])
+        paths.append(str(p))
+    return paths, docs
+
+
+@pytest.mark.parametrize("hosts", [2, 3])
+def test_packing_on_a_pod_keeps_hosts_in_step(tmp_path, pod, hosts):
+    # Each host packs its own documents, so hosts make different numbers of packed batches per
+    # window; they agree on the largest after each window and pad, so no host runs ahead.
+    files, docs = write_docs(tmp_path, 700)
+    results = run(
+        pod,
+        tmp_path,
+        hosts,
+        "pack",
+        files=files,
+        batch_size=4,
+        shuffle=True,
+        num_epochs=2,
+        pack={"lengths": {"tokens": 48}, "window": 3},
+    )
+    for epoch in ("0", "1"):
+        seen = [i for r in results for i in r["ids"][epoch]]
+        assert sorted(seen) == list(range(1, len(docs) + 1)), f"epoch {epoch}"
+        assert len({r["batches"][epoch] for r in results}) == 1
+    # One position for the whole pod (each host adds the fingerprints of its own files).
+    positions = {
+        json.dumps({k: v for k, v in r["state"].items() if k not in ("fingerprints", "hint")})
+        for r in results
+    }
+    assert len(positions) == 1
+
+
+def test_packing_on_a_pod_resumes_exactly_mid_window(tmp_path, pod):
+    files, docs = write_docs(tmp_path, 500, seed=1)
+    cfg = dict(
+        files=files,
+        batch_size=4,
+        shuffle=True,
+        num_epochs=1,
+        pack={"lengths": {"tokens": 48}, "window": 4},
+    )
+    first = run(pod, tmp_path, 2, "first", stop_after=10, **cfg)
+    positions = {
+        json.dumps({k: v for k, v in r["state"].items() if k not in ("fingerprints", "hint")})
+        for r in first
+    }
+    assert len(positions) == 1 and first[0]["state"]["packed"] > 0  # stopped inside a window
+    rest = run(pod, tmp_path, 2, "rest", state=first[0]["state"], **cfg)
+    seen = [i for r in first + rest for i in r["ids"]["0"]]
+    assert sorted(seen) == list(range(1, len(docs) + 1))  # each document once over both runs

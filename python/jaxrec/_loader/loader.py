@@ -34,8 +34,10 @@ from jaxrec._io.manifest import Manifest
 from jaxrec._io.paths import PathLike, StorageOptions, expand_paths, file_sizes
 from jaxrec._io.records import open_reader, skips_errors
 from jaxrec._loader.batcher import Batcher
+from jaxrec._loader.collective import agree_max, forget, joined_hosts
 from jaxrec._loader.counts import span_table
 from jaxrec._loader.device import check_batch_fits, check_shardings, to_device
+from jaxrec._loader.packing import Pack, Packer, PackStage, check_pod
 from jaxrec._loader.pipeline import END, BatchInfo, Pipeline, RunSpec
 from jaxrec._loader.sharding import EpochPlan, HostShard, epoch_plan, host_shard
 from jaxrec._loader.shares import byte_deal, epoch_order, segment_shares
@@ -118,6 +120,10 @@ class Loader:
             draw the same), or a list of them, applied in order on the worker threads after
             padding and before devices. Keys, shapes and dtypes must stay the same batch after
             batch. :func:`jaxrec.per_record` runs a function on each record instead.
+        pack: a :class:`~jaxrec.Pack`: pack the documents (numeric ``VarLenFeature``s) into
+            ``batch_size`` rows of fixed lengths, with ``<name>_segment_ids`` and
+            ``<name>_positions`` beside each (see :mod:`jaxrec._loader.packing`). The number of
+            batches then depends on the data: ``len()`` and ``batches_per_epoch`` say so.
         mask_key: the key of the mask in each batch.
         state: a :meth:`state` from an earlier run on the same files and settings, to resume
             from: on the same number of hosts it continues exactly; on another (or with
@@ -178,6 +184,7 @@ class Loader:
         record_ranges: Iterable[tuple[int, int]] | None = None,
         chunk_bytes: int = 1 << 20,
         transform: Any = None,
+        pack: Pack | None = None,
         mask_key: str = "mask",
         state: Mapping[str, Any] | str | None = None,
         span_bytes: int = DEFAULT_SPAN_BYTES,
@@ -231,6 +238,13 @@ class Loader:
             transforms = list(transform)
         TransformChain(transforms, None, 0)  # refuses what is not a transform, now
         self._transforms = transforms
+        self.pack = pack
+        self._packer = (
+            None
+            if pack is None
+            else Packer(pack, self.parser.compiled_features, self.batch_size, mask_key)
+        )
+        self._pack_runs = 0  # iterations started: part of the pod's agreement keys
         # Indexes the plan came from, each checked against its file when this host opens it.
         self._unchecked_indexes: dict[str, Any] = {}
         table = functools.partial(
@@ -279,8 +293,16 @@ class Loader:
             )
         if sharding is not None:
             check_batch_fits(sharding, self.batch_size, self.shard.count)
-            if not self._transforms:  # transforms may add keys: checked as batches come
+            if self._packer is not None:
+                check_shardings(sharding, list(self._packer.template()))
+            elif not self._transforms:  # transforms may add keys: checked as batches come
                 check_shardings(sharding, [*self._batcher.template, self.mask_key])
+        check_pod(
+            self._packer,
+            self.shard.count,
+            joined_hosts() == (self.shard.index, self.shard.count),
+            self.spans.known,
+        )
         self._position = LoaderPosition()
         if state is not None:
             position, saved = load_state(state, self.shard.count, self.batch_size, self.shard.index)
@@ -317,6 +339,7 @@ class Loader:
             "cycle_length": self.cycle_length,
             "block_length": self.block_length,
             "drop_remainder": self.drop_remainder,
+            **({"pack": self.pack.config()} if self.pack is not None else {}),
         }
 
     def _check_saved(self, saved: Mapping[str, Any], state: Any) -> None:
@@ -473,7 +496,31 @@ class Loader:
             num_threads=self.num_threads,
             prefetch=self.prefetch,
             stats=self._stats,
+            pack=self._pack_stage_factory(),
         )
+
+    def _pack_stage_factory(self):
+        """Makes the packing stage of a new run (None without ``pack=``)."""
+        if self._packer is None:
+            return None
+        packer, shard = self._packer, self.shard
+        self._pack_runs += 1
+        run_key = f"jaxrec/pack/{self._config_digest()}/{self._pack_runs}"
+
+        def agree(epoch: int, segment: int, window: int, count: int) -> int:
+            if shard.count == 1:
+                return count
+            key = f"{run_key}/{epoch}/{segment}/{window}"
+            best = agree_max(key, count, shard.index, shard.count)
+            if window >= 2:  # every host has read window - 2's entries by now
+                forget(f"{run_key}/{epoch}/{segment}/{window - 2}", shard.index)
+            return best
+
+        return lambda start: PackStage(packer, start, agree)
+
+    def _config_digest(self) -> str:
+        text = json.dumps(self._config(), sort_keys=True, default=str)
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
 
     # --- iteration -----------------------------------------------------------------------
 
@@ -485,6 +532,11 @@ class Loader:
             TypeError: the records were not counted (``num_epochs=None`` without record
                 indexes or ``record_counts``), so epochs have no fixed length.
         """
+        if self._packer is not None:
+            raise TypeError(
+                "batches_per_epoch is unknown with pack=: how many packed batches an epoch makes "
+                "depends on the documents' lengths"
+            )
         if self.plan is None:
             raise TypeError(
                 "batches_per_epoch is unknown: the records were not counted (num_epochs=None "
@@ -564,6 +616,8 @@ class Loader:
         (time the training loop waited for input) and ``queue_depth`` (batches ready now).
         """
         out = self._stats.snapshot()
+        if self._packer is not None:
+            out.update({f"pack_{k}": v for k, v in self._packer.stats().items()})
         run = self._run
         out["queue_depth"] = run.queue_depth() if run is not None else 0
         return out

@@ -26,6 +26,7 @@ done; by then no jaxrec thread is inside native code or waiting for the GIL.
 from __future__ import annotations
 
 import atexit
+import collections
 import concurrent.futures
 import dataclasses
 import queue
@@ -131,6 +132,8 @@ class RunSpec:
         finish: pads ``(parsed or None, real rows)`` to a batch with a mask.
         transforms: the user's transforms (``None``: none); with them each batch is parsed,
             padded and transformed in one job on the pool.
+        pack: makes the packing stage from the start position (``None``: no packing); it
+            turns the parsed batches, in order, into packed ones (:mod:`.packing`).
         to_device: places a batch on devices (``None``: batches stay numpy).
         num_threads: pool size.
         prefetch: batches prepared ahead of the consumer.
@@ -146,6 +149,7 @@ class RunSpec:
     parse: Callable[..., dict[str, np.ndarray]]
     finish: Callable[[dict[str, np.ndarray] | None, int], dict[str, Any]]
     transforms: TransformChain | None
+    pack: Callable[[LoaderPosition], Any] | None
     to_device: Callable[[dict[str, Any]], dict[str, Any]] | None
     num_threads: int
     prefetch: int
@@ -175,6 +179,8 @@ class Pipeline:
         )
         self.inflight: queue.Queue = queue.Queue(maxsize=spec.num_threads + spec.prefetch)
         self.out: queue.Queue = queue.Queue(maxsize=spec.prefetch)
+        self.stage = spec.pack(spec.start) if spec.pack is not None else None
+        self.packed: collections.deque = collections.deque()  # packed, not yet taken
         # Without devices to feed, the consumer finishes batches itself: one thread and one
         # queue hop less per batch.
         self.feeding = spec.to_device is not None
@@ -315,11 +321,19 @@ class Pipeline:
             if item is END or isinstance(item, _Failure):
                 self._put(self.out, item)
                 return
-            batch, position, info = self._ready(item)
-            with s.stats.timed("host_to_device_seconds"):
-                batch = s.to_device(batch)
-            if not self._put(self.out, (batch, position, info)):
-                return
+            for batch, position, info in self._ready_all(item):
+                with s.stats.timed("host_to_device_seconds"):
+                    batch = s.to_device(batch)
+                if not self._put(self.out, (batch, position, info)):
+                    return
+
+    def _ready_all(self, item: tuple) -> list[tuple]:
+        """The finished batches one planned batch gives: itself, or (packing) what it completes."""
+        ready = self._ready(item)
+        if self.stage is None:
+            return [ready]
+        with self.spec.stats.timed("pack_seconds"):
+            return self.stage.push(*ready)
 
     def get(self) -> Any:
         """The next ``(batch, position after it, BatchInfo)``, or :data:`END`.
@@ -329,6 +343,8 @@ class Pipeline:
         """
         source = self.out if self.feeding else self.inflight
         while True:
+            if self.packed:
+                return self.packed.popleft()
             try:
                 item = source.get(timeout=_POLL)
             except queue.Empty:
@@ -339,7 +355,7 @@ class Pipeline:
                 raise item.exc
             if item is END or self.feeding:
                 return item
-            return self._ready(item)
+            self.packed.extend(self._ready_all(item))
 
     def queue_depth(self) -> int:
         """Batches ready for the consumer now."""

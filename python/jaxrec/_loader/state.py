@@ -6,7 +6,7 @@ three numbers: the epoch, the segments of the epoch that ran on other host count
 sizes, and the batches yielded in the current segment. A state is small JSON, the same on
 every host (but for an optional ``hint`` of this host's byte offsets)::
 
-    {"version": 3, "epoch": 1, "segments": [{"hosts": 4, "batch_size": 256, "batches": 37}],
+    {"version": 4, "epoch": 1, "segments": [{"hosts": 4, "batch_size": 256, "batches": 37}],
      "hosts": 2, "batch_size": 512, "batches": 12,
      "hint": {"host": 0, "position": 4096, "files": {"3": [88210, 1411]}},
      "config": {"files": 8, "files_digest": "...", "spans": "...", "seed": 7, ...}}
@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import warnings
 from collections.abc import Mapping
 from typing import Any
 
@@ -30,7 +31,9 @@ from jaxrec.errors import JaxrecError
 
 __all__ = ["STATE_VERSION", "LoaderPosition", "check_config", "load_state"]
 
-STATE_VERSION = 3
+STATE_VERSION = 4
+# Version 3 lacks the packing fields (0 there); it is read as is.
+READABLE_VERSIONS = (3, 4)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,16 +45,21 @@ class LoaderPosition:
         segments: the finished segments of that epoch (other host counts or batch sizes).
         batches: batches every host yielded in the current segment.
         hint: this host's reader positions (used when the same host resumes the same segment).
+        packed_before: with packing, packed batches of the epoch before the current window.
+        packed: with packing, packed batches of the current window (whose first input batch
+            is ``batches``) already yielded.
     """
 
     epoch: int = 0
     segments: tuple[Segment, ...] = ()
     batches: int = 0
     hint: StreamHint | None = None
+    packed_before: int = 0
+    packed: int = 0
 
     @property
     def index_in_epoch(self) -> int:
-        """Batches of the epoch yielded before this position."""
+        """Input batches of the epoch planned before this position."""
         return sum(s.batches for s in self.segments) + self.batches
 
     def to_state(
@@ -68,6 +76,8 @@ class LoaderPosition:
             "hosts": hosts,
             "batch_size": batch_size,
             "batches": self.batches,
+            "packed_before": self.packed_before,
+            "packed": self.packed,
             "hint": hint,
             "config": dict(config),
         }
@@ -87,7 +97,7 @@ def load_state(
     """
     if isinstance(state, str):
         state = json.loads(state)
-    if not isinstance(state, Mapping) or state.get("version") != STATE_VERSION:
+    if not isinstance(state, Mapping) or state.get("version") not in READABLE_VERSIONS:
         version = state.get("version") if isinstance(state, Mapping) else None
         raise JaxrecError(
             f"unsupported loader state version {version!r} (this jaxrec reads version "
@@ -99,16 +109,26 @@ def load_state(
         current = Segment(int(state["hosts"]), int(state["batch_size"]), int(state["batches"]))
         config = dict(state["config"])
         hint_state = state.get("hint")
+        packed_before, packed = int(state.get("packed_before", 0)), int(state.get("packed", 0))
     except (KeyError, TypeError, ValueError) as e:
         raise JaxrecError(f"not a loader state: {e!r}") from e
     if (current.hosts, current.batch_size) == (hosts, batch_size):
         hint = None
         if hint_state and int(hint_state.get("host", -1)) == host:
             hint = StreamHint.from_state(hint_state)
-        return LoaderPosition(epoch, segments, current.batches, hint), config
+        return LoaderPosition(epoch, segments, current.batches, hint, packed_before, packed), config
     if current.batches:
         segments = (*segments, current)
-    return LoaderPosition(epoch, segments, 0, None), config
+    if packed:
+        # The window's packed batches were made from records dealt to the old hosts: the new
+        # segment deals the whole window again, and those records come a second time.
+        warnings.warn(
+            f"resuming a packed run on {hosts} hosts (saved on {current.hosts}) mid-window: "
+            f"the records of its first {packed} packed batches are read again",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+    return LoaderPosition(epoch, segments, 0, None, packed_before, 0), config
 
 
 def check_config(saved: Mapping[str, Any], mine: Mapping[str, Any]) -> None:

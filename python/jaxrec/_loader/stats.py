@@ -29,6 +29,7 @@ TIMERS = (
     "read_seconds",
     "parse_seconds",
     "transform_seconds",
+    "pack_seconds",
     "host_to_device_seconds",
     "consumer_wait_seconds",
 )
