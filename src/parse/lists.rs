@@ -406,6 +406,43 @@ mod tests {
     }
 
     #[test]
+    fn int64_three_byte_varints_at_the_edges_of_a_block() {
+        // The three-byte fast path must check the block's end itself: a varint ending exactly
+        // there, alone in its block, and blocks cut inside a varint (malformed, not a panic).
+        for blocks in [
+            vec![vec![16_384i64]],
+            vec![vec![5, 2_097_151]],
+            vec![vec![300, 16_384], vec![2_097_151, 1]],
+            vec![vec![16_384, 16_384, 16_384]],
+        ] {
+            let refs: Vec<&[i64]> = blocks.iter().map(Vec::as_slice).collect();
+            let want: Vec<i64> = blocks.concat();
+            let (out, n) = ints::<i64>(&int64_list(&refs, &[]), want.len()).unwrap();
+            assert_eq!((out, n), (want.clone(), want.len()), "{blocks:?}");
+        }
+        for cut in [&[0x80u8][..], &[0xff, 0x80], &[0x80, 0x80], &[0x05, 0x80, 0x80]] {
+            let mut list = vec![0x0a];
+            write_varint(&mut list, cut.len() as u64);
+            list.extend_from_slice(cut);
+            assert!(ints::<i64>(&list, 4).is_err(), "{cut:?}");
+        }
+    }
+
+    #[test]
+    fn bool_and_half_conversions_of_defaults() {
+        // Defaults arrive as u64 (uint64 features) and f64 (floats): each output type converts.
+        assert_eq!(<bool as IntOut>::from_u64(0), Some(false));
+        assert_eq!(<bool as IntOut>::from_u64(1), Some(true));
+        assert_eq!(<bool as IntOut>::from_u64(2), None);
+        assert_eq!(<bool as IntOut>::from_u64(u64::MAX), None);
+        assert_eq!(<f16 as FloatOut>::from_f64(0.5), f16::from_f32(0.5));
+        assert_eq!(<f16 as FloatOut>::from_f64(-2.25), f16::from_f32(-2.25));
+        assert_eq!(<bf16 as FloatOut>::from_f64(3.0), bf16::from_f32(3.0));
+        assert_eq!(<f32 as FloatOut>::from_f64(0.1), 0.1f32);
+        assert!(<&[u8] as Zero>::zero().is_empty());
+    }
+
+    #[test]
     fn int64_writes_what_fits_and_counts_the_rest() {
         let list = int64_list(&[&[1, 2, 3]], &[4]);
         let (out, n) = ints::<i32>(&list, 2).unwrap();
