@@ -500,6 +500,22 @@ mod tests {
     }
 
     #[test]
+    fn over_max_len_names_values_or_steps() {
+        // [1, 2]: two values of a VarLen, two one-value steps of a FixedLenSequence.
+        let rec = example(&[("x", feature(3, &[0x0a, 0x02, 0x01, 0x02]))]);
+        let var = parse_one(&rec, config(OutDType::I64, Kind::Var, 1, Some(1))).unwrap_err();
+        assert!(
+            var.to_string().contains("2 values but max_len is 1"),
+            "{var}"
+        );
+        let seq = parse_one(&rec, config(OutDType::I64, Kind::Sequence, 1, Some(1))).unwrap_err();
+        assert!(
+            seq.to_string().contains("2 steps but max_len is 1"),
+            "{seq}"
+        );
+    }
+
+    #[test]
     fn uint64_defaults_use_all_of_uint64() {
         // A sentinel such as 2**64 - 1 fills rows missing the feature; an int64_list cannot
         // hold it, so it travels as Defaults::UInt.

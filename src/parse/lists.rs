@@ -420,7 +420,12 @@ mod tests {
             let (out, n) = ints::<i64>(&int64_list(&refs, &[]), want.len()).unwrap();
             assert_eq!((out, n), (want.clone(), want.len()), "{blocks:?}");
         }
-        for cut in [&[0x80u8][..], &[0xff, 0x80], &[0x80, 0x80], &[0x05, 0x80, 0x80]] {
+        for cut in [
+            &[0x80u8][..],
+            &[0xff, 0x80],
+            &[0x80, 0x80],
+            &[0x05, 0x80, 0x80],
+        ] {
             let mut list = vec![0x0a];
             write_varint(&mut list, cut.len() as u64);
             list.extend_from_slice(cut);
