@@ -42,6 +42,7 @@ from jaxrec._io.paths import expand_paths as expand_paths
 from jaxrec._io.records import TFRecordWriter as TFRecordWriter
 from jaxrec._io.records import read_chunks as read_chunks
 from jaxrec._io.records import read_records as read_records
+from jaxrec._loader.bucketing import Bucket as Bucket
 from jaxrec._loader.device import Batch as Batch
 from jaxrec._loader.loader import BatchInfo as BatchInfo
 from jaxrec._loader.loader import Loader as Loader
@@ -92,6 +93,7 @@ def __getattr__(name: str):
 __all__ = [
     "Batch",
     "BatchInfo",
+    "Bucket",
     "BytesList",
     "Chunk",
     "CorruptRecordError",

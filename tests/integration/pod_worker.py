@@ -34,8 +34,12 @@ if "tfds" in config:  # {"data_dir", "name", "split"}: a TFDS split, planned fro
 else:
     make = lambda spec, **kw: jr.Loader(config["files"], spec, **kw)  # noqa: E731
 packing = config.get("pack")  # {"lengths": {...}, "window": n}: documents in "tokens"
+bucketing = config.get("bucket")  # {"boundaries", "batch_sizes", "window"} over "tokens"
 extra = {}
-if packing:
+if bucketing:
+    spec = {"tokens": jr.VarLenFeature(np.int64, max_len=64)}
+    extra["bucket"] = jr.Bucket("tokens", **bucketing)
+elif packing:
     spec = {"tokens": jr.VarLenFeature(np.int64, max_len=packing.get("max_len", 64))}
     extra["pack"] = jr.Pack(packing["lengths"], window=packing["window"])
 else:
@@ -55,13 +59,18 @@ loader = make(
 )
 ids: dict[int, list[int]] = {}
 batches: dict[int, int] = {}
+shapes: list[list[int]] = []
 for n, batch in enumerate(loader):
     info = loader.last_info
 
     def rows(key, batch=batch):
         return {s.index[0].start: np.asarray(s.data) for s in batch[key].addressable_shards}
 
-    if packing:  # a document's id is its first token (see test_pods.write_docs)
+    if bucketing:  # a document's id is its first token (see test_pods.write_docs)
+        tokens, mask = rows("tokens"), rows("mask")
+        for k in sorted(tokens):
+            ids.setdefault(info.epoch, []).extend(tokens[k][mask[k], 0].tolist())
+    elif packing:  # a document's id is its first token (see test_pods.write_docs)
         tokens, starts = rows("tokens"), rows("tokens_positions")
         segments = rows("tokens_segment_ids")
         for k in sorted(tokens):
@@ -72,6 +81,8 @@ for n, batch in enumerate(loader):
         for k in sorted(local):
             ids.setdefault(info.epoch, []).extend(local[k][mask[k]].tolist())
     batches[info.epoch] = batches.get(info.epoch, 0) + 1
+    if bucketing:
+        shapes.append(list(batch["tokens"].shape))
     if config.get("stop_after") is not None and n + 1 >= config["stop_after"]:
         break
 state = loader.state()
@@ -82,6 +93,7 @@ result = {
     "bytes": loader.stats()["bytes"],
     "host_records": loader.plan.host_records if loader.plan else None,
     "state": state,
+    "shapes": shapes,
 }
 with open(f"{config['out']}/host-{jax.process_index()}.json", "w") as f:
     json.dump(result, f)

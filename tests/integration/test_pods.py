@@ -178,3 +178,24 @@ def test_packing_on_a_pod_resumes_exactly_mid_window(tmp_path, pod):
     rest = run(pod, tmp_path, 2, "rest", state=first[0]["state"], **cfg)
     seen = [i for r in first + rest for i in r["ids"]["0"]]
     assert sorted(seen) == list(range(1, len(docs) + 1))  # each document once over both runs
+
+
+def test_bucketing_on_a_pod_yields_the_same_shapes_in_step(tmp_path, pod):
+    files, docs = write_docs(tmp_path, 400, seed=2)
+    results = run(
+        pod,
+        tmp_path,
+        3,
+        "bucket",
+        files=files,
+        batch_size=4,
+        shuffle=True,
+        num_epochs=2,
+        bucket={"boundaries": [8, 24], "batch_sizes": [6, 3, 3], "window": 3},
+    )
+    # Batch i has the same bucket shape on every host (one program per step for the pod).
+    assert len({json.dumps(r["shapes"]) for r in results}) == 1
+    assert {tuple(s) for s in results[0]["shapes"]} == {(18, 8), (9, 24), (9, 64)}
+    for epoch in ("0", "1"):
+        seen = [i for r in results for i in r["ids"][epoch]]
+        assert sorted(seen) == list(range(1, len(docs) + 1)), f"epoch {epoch}"

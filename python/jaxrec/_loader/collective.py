@@ -68,31 +68,32 @@ def _kv_client():
 
 def agree_max(
     key: str,
-    value: int,
+    values: list[int],
     index: int,
     count: int,
     stop: threading.Event | None = None,
     timeout: float = 3600.0,
-) -> int:
-    """The largest ``value`` any host gives for ``key``, through ``jax.distributed``'s store.
+) -> list[int]:
+    """The element-wise largest ``values`` of any host for ``key``, via ``jax.distributed``.
 
-    Each host publishes its own value and reads the others'. Not an XLA collective: it runs
+    Each host publishes its own values and reads the others'. Not an XLA collective: it runs
     on any thread beside the training step's own collectives, and a host only waits for the
     others to reach the same key. Keys must be the same on every host and never reused;
     :func:`forget` removes this host's entry once no host can need it.
 
     Raises:
         ShardingError: the process is not joined to the others, or a host did not publish
-            within ``timeout`` seconds (it died, or runs another pipeline).
+            within ``timeout`` seconds (it died, or runs another pipeline), or published a
+            different number of values.
         JaxrecError: ``stop`` was set while waiting (the Loader is stopping).
     """
+    best = [int(v) for v in values]
     if count == 1:
-        return int(value)
+        return best
     client = _kv_client()
     if client is None:
         raise ShardingError(f"host {index} of {count} cannot reach the others (no jax.distributed)")
-    client.key_value_set(f"{key}/{index}", str(int(value)))
-    best = int(value)
+    client.key_value_set(f"{key}/{index}", ",".join(map(str, best)))
     waited = 0.0
     for h in range(count):
         if h == index:
@@ -110,7 +111,10 @@ def agree_max(
                         f"host {h} did not reach {key!r} within {timeout:.0f} s: did it stop, or "
                         "does it run a different pipeline?"
                     ) from e
-        best = max(best, int(got))
+        theirs = [int(x) for x in got.split(",")] if got else []
+        if len(theirs) != len(best):
+            raise ShardingError(f"host {h} gave {len(theirs)} values for {key!r}, not {len(best)}")
+        best = [max(a, b) for a, b in zip(best, theirs, strict=True)]
     return best
 
 

@@ -34,10 +34,11 @@ from jaxrec._io.manifest import Manifest
 from jaxrec._io.paths import PathLike, StorageOptions, expand_paths, file_sizes
 from jaxrec._io.records import open_reader, skips_errors
 from jaxrec._loader.batcher import Batcher
+from jaxrec._loader.bucketing import Bucket, Bucketer
 from jaxrec._loader.collective import agree_max, forget, joined_hosts
 from jaxrec._loader.counts import span_table
 from jaxrec._loader.device import check_batch_fits, check_shardings, to_device
-from jaxrec._loader.packing import Pack, Packer, PackStage, check_pod
+from jaxrec._loader.packing import Pack, Packer
 from jaxrec._loader.pipeline import END, BatchInfo, Pipeline, RunSpec
 from jaxrec._loader.sharding import EpochPlan, HostShard, epoch_plan, host_shard
 from jaxrec._loader.shares import byte_deal, epoch_order, segment_shares
@@ -47,6 +48,7 @@ from jaxrec._loader.state import LoaderPosition, check_config, load_state
 from jaxrec._loader.stats import Stats
 from jaxrec._loader.stream import EpochStream
 from jaxrec._loader.transforms import MapTransform, RandomMapTransform, TransformChain
+from jaxrec._loader.windows import WindowStage, check_pod
 from jaxrec._parse import ExampleParser
 from jaxrec._spec import KIND_FIXED, CompiledFeature
 from jaxrec.errors import (
@@ -124,6 +126,9 @@ class Loader:
             ``batch_size`` rows of fixed lengths, with ``<name>_segment_ids`` and
             ``<name>_positions`` beside each (see :mod:`jaxrec._loader.packing`). The number of
             batches then depends on the data: ``len()`` and ``batches_per_epoch`` say so.
+        bucket: a :class:`~jaxrec.Bucket`: batch records of similar lengths together, each
+            bucket with its own batch size and padded length (a fixed shape per bucket;
+            :mod:`jaxrec._loader.bucketing`). ``batch_size`` is then the records per parse.
         mask_key: the key of the mask in each batch.
         state: a :meth:`state` from an earlier run on the same files and settings, to resume
             from: on the same number of hosts it continues exactly; on another (or with
@@ -185,6 +190,7 @@ class Loader:
         chunk_bytes: int = 1 << 20,
         transform: Any = None,
         pack: Pack | None = None,
+        bucket: Bucket | None = None,
         mask_key: str = "mask",
         state: Mapping[str, Any] | str | None = None,
         span_bytes: int = DEFAULT_SPAN_BYTES,
@@ -238,13 +244,16 @@ class Loader:
             transforms = list(transform)
         TransformChain(transforms, None, 0)  # refuses what is not a transform, now
         self._transforms = transforms
-        self.pack = pack
-        self._packer = (
-            None
-            if pack is None
-            else Packer(pack, self.parser.compiled_features, self.batch_size, mask_key)
-        )
-        self._pack_runs = 0  # iterations started: part of the pod's agreement keys
+        self.pack, self.bucket = pack, bucket
+        if pack is not None and bucket is not None:
+            raise FeatureSpecError("give pack= or bucket=, not both")
+        features = self.parser.compiled_features
+        self._regrouper: Packer | Bucketer | None = None
+        if pack is not None:
+            self._regrouper = Packer(pack, features, self.batch_size, mask_key)
+        elif bucket is not None:
+            self._regrouper = Bucketer(bucket, features, self._batcher.template, mask_key)
+        self._regroup_runs = 0  # iterations started: part of the pod's agreement keys
         # Indexes the plan came from, each checked against its file when this host opens it.
         self._unchecked_indexes: dict[str, Any] = {}
         table = functools.partial(
@@ -292,13 +301,15 @@ class Loader:
                 self.spans.total, self.shard, self.batch_size, self.drop_remainder
             )
         if sharding is not None:
-            check_batch_fits(sharding, self.batch_size, self.shard.count)
-            if self._packer is not None:
-                check_shardings(sharding, list(self._packer.template()))
+            sizes = bucket.batch_sizes if bucket is not None else [self.batch_size]
+            for size in sizes:
+                check_batch_fits(sharding, int(size), self.shard.count)
+            if self._regrouper is not None:
+                check_shardings(sharding, list(self._regrouper.template(0)))
             elif not self._transforms:  # transforms may add keys: checked as batches come
                 check_shardings(sharding, [*self._batcher.template, self.mask_key])
         check_pod(
-            self._packer,
+            self._regrouper,
             self.shard.count,
             joined_hosts() == (self.shard.index, self.shard.count),
             self.spans.known,
@@ -340,6 +351,7 @@ class Loader:
             "block_length": self.block_length,
             "drop_remainder": self.drop_remainder,
             **({"pack": self.pack.config()} if self.pack is not None else {}),
+            **({"bucket": self.bucket.config()} if self.bucket is not None else {}),
         }
 
     def _check_saved(self, saved: Mapping[str, Any], state: Any) -> None:
@@ -496,27 +508,27 @@ class Loader:
             num_threads=self.num_threads,
             prefetch=self.prefetch,
             stats=self._stats,
-            pack=self._pack_stage_factory(),
+            pack=self._window_stage_factory(),
         )
 
-    def _pack_stage_factory(self):
-        """Makes the packing stage of a new run (None without ``pack=``)."""
-        if self._packer is None:
+    def _window_stage_factory(self):
+        """Makes the packing or bucketing stage of a new run (None without either)."""
+        if self._regrouper is None:
             return None
-        packer, shard = self._packer, self.shard
-        self._pack_runs += 1
-        run_key = f"jaxrec/pack/{self._config_digest()}/{self._pack_runs}"
+        regrouper, shard = self._regrouper, self.shard
+        self._regroup_runs += 1
+        run_key = f"jaxrec/regroup/{self._config_digest()}/{self._regroup_runs}"
 
-        def agree(epoch: int, segment: int, window: int, count: int) -> int:
+        def agree(epoch: int, segment: int, window: int, counts: list[int]) -> list[int]:
             if shard.count == 1:
-                return count
+                return counts
             key = f"{run_key}/{epoch}/{segment}/{window}"
-            best = agree_max(key, count, shard.index, shard.count)
+            best = agree_max(key, counts, shard.index, shard.count)
             if window >= 2:  # every host has read window - 2's entries by now
                 forget(f"{run_key}/{epoch}/{segment}/{window - 2}", shard.index)
             return best
 
-        return lambda start: PackStage(packer, start, agree)
+        return lambda start: WindowStage(regrouper, start, agree)
 
     def _config_digest(self) -> str:
         text = json.dumps(self._config(), sort_keys=True, default=str)
@@ -532,10 +544,10 @@ class Loader:
             TypeError: the records were not counted (``num_epochs=None`` without record
                 indexes or ``record_counts``), so epochs have no fixed length.
         """
-        if self._packer is not None:
+        if self._regrouper is not None:
             raise TypeError(
-                "batches_per_epoch is unknown with pack=: how many packed batches an epoch makes "
-                "depends on the documents' lengths"
+                f"batches_per_epoch is unknown with {self._regrouper.what}: how many batches an "
+                "epoch makes depends on the documents' lengths"
             )
         if self.plan is None:
             raise TypeError(
@@ -616,8 +628,9 @@ class Loader:
         (time the training loop waited for input) and ``queue_depth`` (batches ready now).
         """
         out = self._stats.snapshot()
-        if self._packer is not None:
-            out.update({f"pack_{k}": v for k, v in self._packer.stats().items()})
+        if self._regrouper is not None:
+            prefix = "pack_" if self.pack is not None else "bucket_"
+            out.update({f"{prefix}{k}": v for k, v in self._regrouper.stats().items()})
         run = self._run
         out["queue_depth"] = run.queue_depth() if run is not None else 0
         return out

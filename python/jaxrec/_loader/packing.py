@@ -7,32 +7,30 @@ documents into batches of ``batch_size`` rows with the native first-fit packer
 ``[batch, seq_len]`` with ``f_segment_ids`` and ``f_positions`` beside it (MaxText's layout),
 and ``mask`` False on rows that hold nothing.
 
-Windows are what keeps packing exact and resumable. A window is the same input batches on
-every run, so a position is "window ``w`` (its first input batch), ``k`` packed batches of it
-yielded": a resume re-reads and re-packs that one window and skips ``k``. Each window ends
-with a partial batch (its share of the padding: ``window`` trades packing efficiency for the
-length of that re-read). On a pod, the hosts agree after each window on its batch count (one
-small exchange through ``jax.distributed``'s key-value store) and a host with fewer pads with
-masked batches, so every host yields the same number of batches and the state stays one
-position for the whole pod.
+Windows (:mod:`.windows`, shared with bucketing) are what keeps packing exact and resumable. A
+window is the same input batches on every run, so a position is "window ``w`` (its first input
+batch), ``k`` packed batches of it yielded": a resume re-reads and re-packs that one window and
+skips ``k``. Each window ends with a partial batch (its share of the padding: ``window`` trades
+packing efficiency for the length of that re-read). On a pod, the hosts agree after each window
+on its batch count (one small exchange through ``jax.distributed``'s key-value store) and a host
+with fewer pads with masked batches, so every host yields the same number of batches and the
+state stays one position for the whole pod.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
 from jaxrec import _native
-from jaxrec._loader.pipeline import BatchInfo
-from jaxrec._loader.state import LoaderPosition
 from jaxrec._spec import KIND_VAR, CompiledFeature, length_key
-from jaxrec.errors import FeatureSpecError, ShardingError
+from jaxrec.errors import FeatureSpecError
 
-__all__ = ["Pack", "PackStage", "Packer", "positions_key", "segment_ids_key"]
+__all__ = ["Pack", "Packer", "positions_key", "segment_ids_key"]
 
 LONG_DOCS = ("split", "truncate")
 
@@ -130,6 +128,7 @@ class Packer:
         self.batch_size = batch_size
         self.mask_key = mask_key
         self.window = int(pack.window)
+        self.what = "pack="
         self.counters = dict.fromkeys(
             ("truncated_documents", "truncated_values", "split_documents", "empty_documents"), 0
         )
@@ -137,7 +136,7 @@ class Packer:
         self.values_packed = 0
         self._lock = threading.Lock()
 
-    def template(self) -> dict[str, np.ndarray]:
+    def template(self, group: int = 0) -> dict[str, np.ndarray]:
         """A batch of nothing but padding: the keys, shapes and dtypes of every packed batch."""
         b = self.batch_size
         out: dict[str, np.ndarray] = {}
@@ -161,6 +160,10 @@ class Packer:
             # The real values of each row, one row after the other (C order).
             out.append((v[np.arange(v.shape[1])[None, :] < n[:, None]].astype(dtype), n))
         return out
+
+    def group(self, window: list[list[tuple[np.ndarray, np.ndarray]]]) -> list[list[dict]]:
+        """The window's packed batches, as its one group (see :mod:`.windows`)."""
+        return [self.pack(window)]
 
     def pack(
         self, window: list[list[tuple[np.ndarray, np.ndarray]]]
@@ -204,83 +207,3 @@ class Packer:
             out["values"] = self.values_packed
             out["efficiency"] = self.values_packed / self.slots if self.slots else 0.0
         return out
-
-
-class PackStage:
-    """Groups a run's parsed batches into windows, packs them, and positions the packed batches.
-
-    Runs on one thread (the consumer, or the device feeder), in batch order.
-
-    Args:
-        packer: the packer.
-        start: the run's starting position (a window's first input batch, and the packed
-            batches of that window already yielded).
-        agree: ``(epoch, segment, window, count) -> the largest count of any host``.
-    """
-
-    def __init__(
-        self, packer: Packer, start: LoaderPosition, agree: Callable[[int, int, int, int], int]
-    ) -> None:
-        self.packer = packer
-        self.agree = agree
-        self.window: list[tuple[list, LoaderPosition, BatchInfo]] = []
-        self.base = start  # the position before the window being gathered
-        self.skip = start.packed
-        self.before = start.packed_before  # packed batches of the epoch before this window
-
-    def push(
-        self, batch: Mapping[str, np.ndarray], after: LoaderPosition, info: BatchInfo
-    ) -> list[tuple[dict[str, np.ndarray], LoaderPosition, BatchInfo]]:
-        """Takes the next parsed batch; returns the packed batches it completes (maybe none)."""
-        self.window.append((self.packer.compact(batch), after, info))
-        if not (info.last_in_epoch or after.batches % self.packer.window == 0):
-            return []
-        window, self.window = self.window, []
-        packed = self.packer.pack([w[0] for w in window])
-        epoch = info.epoch
-        window_index = self.base.batches // self.packer.window
-        count = self.agree(epoch, len(self.base.segments), window_index, len(packed))
-        if count > len(packed):  # another host made more: pad to its count
-            packed += [self.packer.template() for _ in range(count - len(packed))]
-        out = []
-        for k, batch in enumerate(packed):
-            last = k == len(packed) - 1
-            if last:
-                after_k = window[-1][1]
-                if not info.last_in_epoch:
-                    after_k = dataclasses.replace(
-                        after_k, packed_before=self.before + len(packed), packed=0
-                    )
-            else:
-                after_k = dataclasses.replace(self.base, packed_before=self.before, packed=k + 1)
-            real = int(np.asarray(batch[self.packer.mask_key]).sum())
-            out_info = BatchInfo(epoch, self.before + k, real, last and info.last_in_epoch)
-            if k >= self.skip:
-                out.append((batch, after_k, out_info))
-        self.skip = 0
-        if info.last_in_epoch:
-            self.base, self.before = LoaderPosition(epoch + 1), 0
-        else:
-            self.base, self.before = window[-1][1], self.before + len(packed)
-            self.base = dataclasses.replace(self.base, packed_before=self.before, packed=0)
-        return out
-
-
-def check_pod(packer: Packer | None, hosts: int, joined: bool, counted: bool) -> None:
-    """Refuses packing on several hosts where they cannot agree on each window's batches.
-
-    Raises:
-        ShardingError: saying why.
-    """
-    if packer is None or hosts == 1:
-        return
-    if not joined:
-        raise ShardingError(
-            "pack= on several hosts needs jax.distributed: the hosts agree on each window's "
-            "batch count through it (jr.initialize_distributed())"
-        )
-    if not counted:
-        raise ShardingError(
-            "pack= on several hosts needs record counts (indexes, record_counts=, a manifest, or "
-            "num_epochs set): without them the hosts' epochs have different lengths"
-        )
