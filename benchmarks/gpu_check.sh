@@ -6,8 +6,9 @@
 #     WHEEL_DIR=dist bash benchmarks/gpu_check.sh [OUT_DIR]
 #
 # Prints, and writes to OUT_DIR: the devices, a correctness check (Loader batches on the device
-# == the same Loader's numpy batches), the demo, bench_device_feed (a jitted step fed by the
-# Loader vs a constant batch) and bench_transfer (device_put's ceiling vs the Loader).
+# == the same Loader's numpy batches), the demo, examples/pretrain_packed.py (a causal LM on packed
+# rows: step time fed by the Loader vs a constant batch), bench_device_feed (a jitted step fed by
+# the Loader vs a constant batch) and bench_transfer (device_put's ceiling vs the Loader).
 set -uo pipefail
 OUT_DIR="${1:-${OUT:-/tmp/jaxrec-gpu-check}}"
 mkdir -p "$OUT_DIR"
@@ -50,8 +51,15 @@ PY
 echo "== demo" | tee "$OUT_DIR/demo.txt"
 timeout 180 python3 -m jaxrec.demo 2>&1 | tail -25 | tee -a "$OUT_DIR/demo.txt"
 
+echo "== pretrain_packed" | tee "$OUT_DIR/packed.txt"
+for size in "64 512 256" "32 2048 512"; do
+    set -- $size
+    timeout 300 python3 "$repo/examples/pretrain_packed.py" --batch-size "$1" --seq-len "$2" \
+        --width "$3" --steps 200 --documents 20000 2>&1 | tail -4 | tee -a "$OUT_DIR/packed.txt"
+done
+
 cd "$repo/benchmarks"
-for threads in 2 8; do
+for threads in ${THREADS:-2 8}; do
     echo "== bench_device_feed --threads $threads" | tee -a "$OUT_DIR/feed.txt"
     timeout 240 python3 bench_device_feed.py --threads "$threads" --data-dir /tmp/jaxrec-bench 2>&1 \
         | grep -v Warning | tail -8 | tee -a "$OUT_DIR/feed.txt"

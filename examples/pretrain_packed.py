@@ -117,7 +117,7 @@ def main(argv: list[str] | None = None) -> dict:
             files,
             {"tokens": jr.VarLenFeature(np.int32, max_len=512)},
             args.batch_size,
-            pack=jr.Pack({"tokens": args.seq_len}, window=32),
+            pack=jr.Pack({"tokens": args.seq_len}),
             shuffle=True,
             seed=0,
             num_epochs=None,

@@ -442,6 +442,10 @@ mod tests {
             bytes_spec().with_decoders(vec![(0, image(0, 4, 3))]),
             "image shape",
         );
+        refused(
+            bytes_spec().with_decoders(vec![(0, image(4, 0, 3))]),
+            "image shape",
+        );
         let huge = image(1 << 31, 1 << 31, 4);
         refused(bytes_spec().with_decoders(vec![(0, huge)]), "over");
         assert!(bytes_spec()
@@ -466,6 +470,23 @@ mod tests {
             .unwrap();
         assert_eq!(spec.aux, vec!["w".to_string()]);
         assert_eq!(spec.slot_count(), 3);
+        assert!(!spec.is_empty() && CompiledSpec::new(vec![]).unwrap().is_empty());
+        // Two features the spec does not ask for: each its own slot, after the spec's.
+        let dims = ShapeFrom::Dims(vec![
+            Dim::Feature {
+                name: "w".into(),
+                slot: 0,
+            },
+            Dim::Feature {
+                name: "d".into(),
+                slot: 0,
+            },
+        ]);
+        let two = bytes_spec()
+            .with_decoders(vec![(0, raw(dims, None))])
+            .unwrap();
+        assert_eq!((two.slot(b"w"), two.slot(b"d")), (Some(2), Some(3)));
+        assert_eq!(two.slot_count(), 4);
         match &spec.decoders[0].as_ref().unwrap().transform {
             Transform::Raw(RawSpec {
                 shape: ShapeFrom::Dims(d),
