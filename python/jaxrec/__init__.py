@@ -46,6 +46,7 @@ from jaxrec._loader.bucketing import Bucket as Bucket
 from jaxrec._loader.device import Batch as Batch
 from jaxrec._loader.loader import BatchInfo as BatchInfo
 from jaxrec._loader.loader import Loader as Loader
+from jaxrec._loader.mixing import Mix as Mix
 from jaxrec._loader.packing import Pack as Pack
 from jaxrec._loader.transforms import MapTransform as MapTransform
 from jaxrec._loader.transforms import RandomMapTransform as RandomMapTransform
@@ -116,6 +117,7 @@ __all__ = [
     "Loader",
     "Manifest",
     "MapTransform",
+    "Mix",
     "Pack",
     "RaggedFeature",
     "RandomMapTransform",

@@ -44,6 +44,32 @@ elif packing:
     extra["pack"] = jr.Pack(packing["lengths"], window=packing["window"])
 else:
     spec = {"id": jr.FixedLenFeature([], np.int64)}
+if "mix" in config:  # {"sources": [[files], ...], "weights": [...]}: a Mix of Loaders
+    mix = config["mix"]
+    loaders = [
+        jr.Loader(
+            files,
+            spec,
+            batch_size=config["batch_size"],
+            shuffle=True,
+            seed=s,
+            num_epochs=config["num_epochs"],
+            sharding=NamedSharding(mesh, PartitionSpec("data")),
+        )
+        for s, files in enumerate(mix["sources"])
+    ]
+    mixed = jr.Mix(loaders, mix["weights"], seed=11, stop_on_empty=False)
+    sources, mixed_ids = [], [[] for _ in loaders]
+    for batch in mixed:
+        sources.append(mixed.last_source)
+        ids_ = {s.index[0].start: np.asarray(s.data) for s in batch["id"].addressable_shards}
+        mask = {s.index[0].start: np.asarray(s.data) for s in batch["mask"].addressable_shards}
+        for k in sorted(ids_):
+            mixed_ids[mixed.last_source] += ids_[k][mask[k]].tolist()
+    with open(f"{config['out']}/host-{jax.process_index()}.json", "w") as f:
+        json.dump({"sources": sources, "ids": mixed_ids}, f)
+    jax.distributed.shutdown()
+    sys.exit(0)
 loader = make(
     spec=spec,
     **extra,

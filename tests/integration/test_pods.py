@@ -199,3 +199,32 @@ def test_bucketing_on_a_pod_yields_the_same_shapes_in_step(tmp_path, pod):
     for epoch in ("0", "1"):
         seen = [i for r in results for i in r["ids"][epoch]]
         assert sorted(seen) == list(range(1, len(docs) + 1)), f"epoch {epoch}"
+
+
+def test_mixing_on_a_pod_draws_the_same_sources_on_every_host(tmp_path, pod):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    a = write_shards(tmp_path / "a", [300, 50], stride=100_000)
+    b = write_shards(tmp_path / "b", [120], stride=1_000_000)
+    hosts = 3
+    out = tmp_path / "mix"
+    out.mkdir()
+    cfg = tmp_path / "mix.json"
+    cfg.write_text(
+        json.dumps(
+            {
+                "out": str(out),
+                "batch_size": 4,
+                "num_epochs": 1,
+                "mix": {"sources": [a, b], "weights": [2, 1]},
+            }
+        )
+    )
+    r = pod(hosts, [sys.executable, str(WORKER), str(cfg)], devices=1)
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
+    results = [json.loads((out / f"host-{h}.json").read_text()) for h in range(hosts)]
+    assert len({json.dumps(r["sources"]) for r in results}) == 1  # the same source each step
+    got_a = sorted(i for r in results for i in r["ids"][0])
+    got_b = sorted(i for r in results for i in r["ids"][1])
+    assert got_a == sorted([*range(300), *range(100_000, 100_050)])
+    assert got_b == list(range(120))
