@@ -70,3 +70,11 @@ def test_pretrain_packed_learns_and_resumes(tmp_path, capsys):
     assert result["last_loss"] < result["first_loss"] - 0.3
     assert result["pack_efficiency"] > 0.85
     assert "resumed at step 60 on exactly the batches" in capsys.readouterr().out
+
+
+def test_train_images_augment_resumes_with_the_same_augmentations(tmp_path, capsys):
+    # The script asserts the resumed batches (crops and flips included) equal the run's own.
+    result = _load("train_images_augment").main(["--workdir", str(tmp_path)])
+    assert result["test_accuracy"] >= 0.9
+    assert result["last_loss"] < result["first_loss"]
+    assert "with the same augmented batches" in capsys.readouterr().out
