@@ -459,6 +459,121 @@ mod tests {
         assert_eq!(Compression::sniff(&[]), Compression::None);
     }
 
+    fn gzip(data: &[u8]) -> Vec<u8> {
+        let mut e = GzEncoder::new(Vec::new(), flate2::Compression::default());
+        e.write_all(data).unwrap();
+        e.finish().unwrap()
+    }
+
+    fn zlib(data: &[u8]) -> Vec<u8> {
+        let mut e = ZlibEncoder::new(Vec::new(), flate2::Compression::default());
+        e.write_all(data).unwrap();
+        e.finish().unwrap()
+    }
+
+    fn read_all(input: &mut Input) -> Vec<u8> {
+        let mut out = Vec::new();
+        input.read_to_end(&mut out).unwrap();
+        out
+    }
+
+    #[test]
+    fn open_stream_resolves_and_decompresses() {
+        let data: Vec<u8> = (0..200_000u32).map(|i| (i * 7 % 251) as u8).collect();
+        let name = Path::new("unnamed");
+        // Plain: its length is known (record lengths are checked against it) and it seeks.
+        let mut plain = vec![0u8; 0];
+        let len = 5u64.to_le_bytes();
+        plain.extend(len);
+        plain.extend(masked_crc32c(&len).to_le_bytes());
+        plain.extend(&data);
+        let n = plain.len() as u64;
+        let mut src = open_stream(io::Cursor::new(plain.clone()), name, None, Some(n)).unwrap();
+        assert_eq!(
+            (src.compression, src.known_len),
+            (Compression::None, Some(n))
+        );
+        assert!(matches!(src.input, Input::Plain(_)));
+        assert!(src.input.compressed_position().is_none());
+        assert!(src.input.seek_to(12).unwrap());
+        assert_eq!(read_all(&mut src.input), data);
+        // GZIP and ZLIB: decompressed (in several reads), length unknown, positions known.
+        for (bytes, want) in [
+            (gzip(&data), Compression::Gzip),
+            (zlib(&data), Compression::Zlib),
+        ] {
+            let len = Some(bytes.len() as u64);
+            let mut src = open_stream(io::Cursor::new(bytes.clone()), name, None, len).unwrap();
+            assert_eq!((src.compression, src.known_len), (want, None));
+            assert!(!src.input.seek_to(0).unwrap());
+            let mut first = vec![0u8; 1 << 20];
+            let got = src.input.read(&mut first).unwrap();
+            assert!(got > 0 && got <= DECODE_STEP, "{got}");
+            let mut rest = read_all(&mut src.input);
+            first.truncate(got);
+            first.append(&mut rest);
+            assert_eq!(first, data);
+            let at = src.input.compressed_position().unwrap();
+            assert!(at > 0 && at <= bytes.len() as u64, "{at}");
+        }
+        // A compressed file of 0 bytes holds nothing; so does a plain one, still plain.
+        let mut empty = open_stream(
+            io::Cursor::new(vec![]),
+            name,
+            Some(Compression::Gzip),
+            Some(0),
+        )
+        .unwrap();
+        assert!(matches!(empty.input, Input::Stream(_)) && read_all(&mut empty.input).is_empty());
+        let plain0 = open_stream(
+            io::Cursor::new(vec![]),
+            name,
+            Some(Compression::None),
+            Some(0),
+        )
+        .unwrap();
+        assert!(matches!(plain0.input, Input::Plain(_)));
+        assert_eq!(plain0.known_len, Some(0));
+        assert!(!Input::empty().seek_to(0).unwrap());
+    }
+
+    #[test]
+    fn read_up_to_fills_the_buffer_through_short_and_interrupted_reads() {
+        struct Trickle(Vec<u8>, bool);
+        impl Read for Trickle {
+            fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+                self.1 = !self.1;
+                if self.1 {
+                    return Err(io::Error::new(io::ErrorKind::Interrupted, "signal"));
+                }
+                if self.0.is_empty() || buf.is_empty() {
+                    return Ok(0);
+                }
+                buf[0] = self.0.remove(0);
+                Ok(1)
+            }
+        }
+        let mut buf = [0u8; 4];
+        assert_eq!(
+            read_up_to(&mut Trickle(vec![1, 2, 3, 4, 5], false), &mut buf).unwrap(),
+            4
+        );
+        assert_eq!(buf, [1, 2, 3, 4]);
+        let mut buf = [0u8; 4];
+        assert_eq!(
+            read_up_to(&mut Trickle(vec![9, 8], false), &mut buf).unwrap(),
+            2
+        );
+        assert_eq!(buf[..2], [9, 8]);
+        struct Broken;
+        impl Read for Broken {
+            fn read(&mut self, _: &mut [u8]) -> io::Result<usize> {
+                Err(io::Error::other("disk"))
+            }
+        }
+        assert!(read_up_to(&mut Broken, &mut [0u8; 4]).is_err());
+    }
+
     #[test]
     fn names() {
         assert_eq!(

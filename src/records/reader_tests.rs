@@ -682,6 +682,12 @@ fn special_files_are_refused_without_blocking() {
             .and_then(|e| e.downcast_ref::<compress::NotRegularFile>())
             .unwrap();
         assert_eq!(refused.errno(), errno);
+        let kind = if errno == libc::EISDIR {
+            std::io::ErrorKind::IsADirectory
+        } else {
+            std::io::ErrorKind::InvalidInput
+        };
+        assert_eq!(source.kind(), kind);
         assert!(err.to_string().contains(what), "{err}");
         assert!(err.to_string().contains("not a regular file"), "{err}");
     }
