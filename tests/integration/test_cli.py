@@ -440,3 +440,18 @@ def test_inspect_tfds_json():
     features = doc["features"]
     assert features["id"]["spec"] == "jr.FixedLenFeature([], np.int64)"
     assert features["video"]["spec"] is None and "Video" in features["video"]["needs"]
+
+
+def test_inspect_a_tfds_directory_at_a_url(capsys):
+    fsspec = pytest.importorskip("fsspec")
+    fs = fsspec.filesystem("memory")
+    for p in (TFDS / "shapes" / "1.0.0").iterdir():
+        fs.pipe(f"/tfds-cli/shapes/1.0.0/{p.name}", p.read_bytes())
+    try:
+        code, out, _ = in_process(capsys, "inspect", "memory://tfds-cli/shapes/1.0.0", "--json")
+        assert code == 0
+        doc = json.loads(out)["tfds"]
+        assert doc["splits"]["train"]["records"] == 400
+        assert doc["features"]["label"]["spec"] == "jr.FixedLenFeature([], np.int32)"
+    finally:
+        fs.rm("/tfds-cli", recursive=True)

@@ -104,3 +104,18 @@ def test_every_bucket_must_split_over_the_devices(tmp_path):
     b = next(iter(loader))
     assert isinstance(b, jr.Batch) and b["tokens"].sharding == sharding
     loader.close()
+
+
+def test_keys_a_transform_adds_are_bucketed_too(tmp_path):
+    files, lengths = write(tmp_path, n=60)
+
+    def twice(batch):
+        batch["twice"] = batch["id"] * 2
+        return batch
+
+    loader = jr.Loader(files, SPEC, 8, bucket=BUCKET, transform=twice)
+    ids = []
+    for b in loader:
+        np.testing.assert_array_equal(b["twice"][b["mask"]], b["id"][b["mask"]] * 2)
+        ids += b["id"][b["mask"]].tolist()
+    assert sorted(ids) == list(range(60))

@@ -231,3 +231,14 @@ def test_native_packer_places_every_value_once(lengths, rows, seq_len, split):
     # A batch is only closed when a chunk fits none of its rows: all rows are open then.
     used = out["row_used"].reshape(b, rows)
     assert used[:-1].all() if b else True
+
+
+def test_a_transform_adding_a_per_document_key_is_refused(tmp_path):
+    files = write_docs(tmp_path, make_docs(10))
+
+    def label(batch):
+        batch["label"] = batch["tokens_length"] % 2
+        return batch
+
+    with pytest.raises(jr.FeatureSpecError, match=r"added \['label'\]"):
+        list(jr.Loader(files, SPEC, 4, pack=jr.Pack({"tokens": 16}), transform=label))

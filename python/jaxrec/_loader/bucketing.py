@@ -135,7 +135,11 @@ class Bucketer:
     def compact(self, batch: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         """The parsed batch's real rows (what the window keeps of it)."""
         real = np.asarray(batch[self.mask_key], bool)
-        return {k: np.asarray(v)[real] for k, v in batch.items() if k != self.mask_key}
+        rows = {k: np.asarray(v)[real] for k, v in batch.items() if k != self.mask_key}
+        # The keys, dtypes and row shapes the batches have: after the user's transforms, which
+        # may add keys, so taken from the batches themselves (zero rows are enough).
+        self._template = {k: v[:0] for k, v in rows.items()}
+        return rows
 
     def group(self, items: list[dict[str, np.ndarray]]) -> list[list[dict[str, np.ndarray]]]:
         """Each bucket's batches of the window, its records in their order."""

@@ -122,6 +122,7 @@ class Packer:
                 "place in it)"
             )
         self.names = list(pack.lengths)
+        self.keys = {*self.names, *(length_key(n) for n in self.names), mask_key}
         self.seq_lens = [int(pack.lengths[n]) for n in self.names]
         self.dtypes = [np.dtype(by_name[n].dtype) for n in self.names]
         self.split = pack.long_docs == "split"
@@ -152,6 +153,12 @@ class Packer:
 
         What a window keeps of each batch until it is packed: its real values only.
         """
+        extra = set(batch) - self.keys
+        if extra:
+            raise FeatureSpecError(
+                f"with pack=, batches hold only the packed features: a transform added "
+                f"{sorted(extra)} (add per-document values after packing, or pack them)"
+            )
         real = np.asarray(batch[self.mask_key], bool)
         out = []
         for name, dtype in zip(self.names, self.dtypes, strict=True):

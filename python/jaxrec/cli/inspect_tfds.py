@@ -15,7 +15,7 @@ from typing import Any
 
 from rich.markup import escape
 
-from jaxrec._io.paths import is_url
+from jaxrec._io.paths import is_url, url_filesystem
 from jaxrec._tfds.features import feature_code, leaf_spec
 from jaxrec._tfds.info import INFO_FILE, find_version_dir
 from jaxrec.cli._common import EXIT_OK, console, emit_json, make_table
@@ -26,7 +26,10 @@ __all__ = ["run_tfds", "tfds_directory"]
 
 def tfds_directory(path: str, storage_options: Any = None) -> str | None:
     """The TFDS version directory ``path`` names (itself, or its highest version), or None."""
-    if is_url(path) or not os.path.isdir(path):
+    if is_url(path):  # a version directory only: listing a bucket to find versions is costly
+        fs, p = url_filesystem(path, storage_options)
+        return path.rstrip("/") if fs.exists(f"{p.rstrip('/')}/{INFO_FILE}") else None
+    if not os.path.isdir(path):
         return None
     if os.path.exists(os.path.join(path, INFO_FILE)):
         return path
