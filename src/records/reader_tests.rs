@@ -733,3 +733,217 @@ fn the_fast_header_scan_agrees_with_the_naive_one() {
         }
     }
 }
+
+// --- the reader's errors, in detail ----------------------------------------------------------
+
+/// A decompressor that hands out `good` and then fails with `kind` (after `garbage` zeros).
+struct FailsAfter {
+    good: io::Cursor<Vec<u8>>,
+    garbage: u64,
+    kind: io::ErrorKind,
+}
+
+impl Read for FailsAfter {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self.good.read(buf)? {
+            0 if self.garbage > 0 => {
+                let n = (buf.len() as u64).min(self.garbage) as usize;
+                buf[..n].fill(0);
+                self.garbage -= n as u64;
+                Ok(n)
+            }
+            0 => Err(io::Error::new(self.kind, "decoder says no")),
+            n => Ok(n),
+        }
+    }
+}
+
+fn fails_after(good: Vec<u8>, garbage: u64, kind: io::ErrorKind) -> FailsAfter {
+    FailsAfter {
+        good: io::Cursor::new(good),
+        garbage,
+        kind,
+    }
+}
+
+#[test]
+fn a_crc_failure_probes_the_stream_for_its_cause_beyond_the_block() {
+    // The decoder fails 5000 bytes after the damaged record, past the 64-byte block the reader
+    // holds: only the probe finds it, and names it.
+    let mut bytes = framed(&[b"good"]);
+    let cut = bytes.len();
+    bytes.extend(framed(&[b"damaged"]));
+    bytes[cut + HEADER] ^= 0xff;
+    let end = bytes.len() as u64;
+    for (kind, what) in [
+        (io::ErrorKind::InvalidData, "the decompressor failed at"),
+        (
+            io::ErrorKind::UnexpectedEof,
+            "ended without its end-of-stream marker",
+        ),
+    ] {
+        let mut r = stream(
+            fails_after(bytes.clone(), 5000, kind),
+            ReaderOptions::default(),
+        );
+        assert_eq!(r.next_chunk(1, 64).unwrap().unwrap().len(), 1);
+        let err = r.next_chunk(1, 64).unwrap_err();
+        assert!(matches!(err, Error::Corrupt { .. }), "{err:?}");
+        assert!(err.detail().contains(what), "{err}");
+        assert!(
+            err.detail()
+                .contains(&format!("decompressed byte {}", end + 5000)),
+            "{err}"
+        );
+    }
+    // Another kind of failure is the OS's, reported as it is.
+    let mut r = stream(
+        fails_after(bytes, 10, io::ErrorKind::PermissionDenied),
+        ReaderOptions::default(),
+    );
+    r.next_chunk(1, 64).unwrap();
+    let err = r.next_chunk(1, 64).unwrap_err();
+    assert!(matches!(err, Error::Io { .. }), "{err:?}");
+}
+
+#[test]
+fn a_resume_offset_past_the_data_is_an_error_of_its_kind() {
+    let bytes = framed(&[b"abc", b"defg"]);
+    let n = bytes.len() as u64;
+    let past = |start_offset| Range {
+        start_offset,
+        ..Range::default()
+    };
+    let err = plain(&bytes, ReaderOptions::default(), past(n + 1))
+        .err()
+        .unwrap();
+    assert!(matches!(err, Error::Corrupt { .. }), "{err:?}");
+    assert!(err.detail().contains("past the end of the file"), "{err}");
+    // At the very end: nothing left, no error.
+    let mut at_end = plain(&bytes, ReaderOptions::default(), past(n)).unwrap();
+    assert!(drain(&mut at_end).unwrap().is_empty());
+    // A stream read up to the offset: short is truncation; a failing decoder is its cause.
+    let short = RecordReader::from_reader(
+        Box::new(io::Cursor::new(bytes.clone())),
+        None,
+        None,
+        Compression::Gzip,
+        ReaderOptions::default(),
+    );
+    let mut short = short;
+    let err = short.enter(past(n + 5)).unwrap_err();
+    assert!(matches!(err, Error::Truncated { .. }), "{err:?}");
+    assert!(err.detail().contains("past the end of the stream"), "{err}");
+    for (kind, want) in [
+        (io::ErrorKind::UnexpectedEof, "ends early"),
+        (io::ErrorKind::InvalidData, "stream is corrupt"),
+        (io::ErrorKind::InvalidInput, "stream is corrupt"),
+    ] {
+        let mut r = stream(
+            fails_after(bytes.clone(), 0, kind),
+            ReaderOptions::default(),
+        );
+        let err = r.enter(past(n + 5)).unwrap_err();
+        assert!(err.detail().contains(want), "{kind:?}: {err}");
+    }
+    let mut r = stream(
+        fails_after(bytes, 0, io::ErrorKind::PermissionDenied),
+        ReaderOptions::default(),
+    );
+    assert!(matches!(
+        r.enter(past(n + 5)).unwrap_err(),
+        Error::Io { .. }
+    ));
+}
+
+#[test]
+fn a_broken_header_skips_the_rest_of_the_file_counted() {
+    // A length CRC that does not match: the rest of the file cannot be framed.
+    let mut bytes = framed(&[b"one", b"two", b"three"]);
+    let second = HEADER + 3 + FOOTER;
+    bytes[second + 8] ^= 1;
+    let mut r = plain(&bytes, skipping(), Range::default()).unwrap();
+    assert_eq!(drain(&mut r).unwrap().len(), 1);
+    let left = (bytes.len() - second) as u64;
+    assert_eq!(
+        (r.stats().skipped_records, r.stats().skipped_bytes),
+        (1, left)
+    );
+    // A length longer than what is left: truncation, the bytes left counted.
+    let mut cut = framed(&[b"one"]);
+    cut.extend(header(500));
+    cut.extend([1u8; 40]);
+    let mut r = plain(&cut, skipping(), Range::default()).unwrap();
+    assert_eq!(drain(&mut r).unwrap().len(), 1);
+    assert_eq!(r.stats().skipped_bytes, 52);
+    let err =
+        drain(&mut plain(&cut, ReaderOptions::default(), Range::default()).unwrap()).unwrap_err();
+    assert!(matches!(err, Error::Truncated { .. }), "{err:?}");
+    assert!(
+        err.detail()
+            .contains("record of 500 bytes needs 516 bytes but the file has 52 left"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_long_record_in_a_stream_is_too_large_or_cut_short_with_its_bytes_counted() {
+    let opts = ReaderOptions {
+        max_record_bytes: 100,
+        skip_errors: true,
+        ..ReaderOptions::default()
+    };
+    // Declares 1000, 50 bytes follow: the stream ends before the limit: cut short.
+    let mut bytes = header(1000);
+    bytes.extend([7u8; 50]);
+    let mut r = stream(io::Cursor::new(bytes), opts);
+    assert!(drain(&mut r).unwrap().is_empty());
+    let s = r.stats();
+    assert_eq!((s.skipped_records, s.skipped_bytes), (1, 62));
+    assert_eq!(s.skips[0].kind, ErrorKind::Truncated);
+    // Declares 150, all of it there: over the limit, though whole.
+    let bytes = framed(&[&[1u8; 150]]);
+    let mut r = stream(io::Cursor::new(bytes.clone()), opts);
+    assert!(drain(&mut r).unwrap().is_empty());
+    assert_eq!(r.stats().skips[0].kind, ErrorKind::Corrupt);
+    // Read only far enough to know it is over the limit (header + limit + 1), not all of it.
+    assert_eq!(r.stats().skipped_bytes, (HEADER + 101) as u64);
+}
+
+#[test]
+fn skips_are_counted_all_and_described_up_to_a_hundred() {
+    let recs: Vec<Vec<u8>> = (0..150).map(|i| vec![i as u8; 5]).collect();
+    let refs: Vec<&[u8]> = recs.iter().map(Vec::as_slice).collect();
+    let mut bytes = framed(&refs);
+    let each = HEADER + 5 + FOOTER;
+    for i in 0..150 {
+        bytes[i * each + HEADER] ^= 0xff; // every data CRC fails
+    }
+    let mut r = plain(&bytes, skipping(), Range::default()).unwrap();
+    assert!(drain(&mut r).unwrap().is_empty());
+    assert_eq!(r.stats().skipped_records, 150);
+    assert_eq!(r.stats().skips.len(), MAX_KEPT_SKIPS);
+}
+
+#[test]
+fn limits_of_memory_and_record_size() {
+    let mut v = Vec::new();
+    let err = reserve(&mut v, usize::MAX).unwrap_err();
+    assert_eq!(err.kind(), io::ErrorKind::OutOfMemory);
+    assert!(reserve(&mut v, 16).is_ok() && v.capacity() >= 16);
+    let opts = ReaderOptions {
+        max_record_bytes: u64::MAX,
+        ..ReaderOptions::default()
+    };
+    let r = reader(Vec::new(), opts);
+    assert_eq!(
+        r.opts.max_record_bytes,
+        (isize::MAX as u64) / 2 - (HEADER + FOOTER) as u64
+    );
+    let failure = StreamFailure {
+        error: io::Error::other("x"),
+        at: 7,
+        compressed: Some(3),
+    };
+    assert_eq!(failure.describe(), "compressed byte 3, decompressed byte 7");
+}
