@@ -91,3 +91,59 @@ pub fn write_record(out: &mut impl Write, data: &[u8]) -> io::Result<()> {
     out.write_all(data)?;
     out.write_all(&masked_crc32c(data).to_le_bytes())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::records::reader::{Range, ReaderOptions, RecordReader};
+
+    fn read_back(path: &Path) -> Vec<Vec<u8>> {
+        let mut r =
+            RecordReader::open(path, None, ReaderOptions::default(), Range::default()).unwrap();
+        let mut out = Vec::new();
+        while let Some(c) = r.next_chunk(100, 1 << 20).unwrap() {
+            out.extend((0..c.len()).map(|i| c.record(i).to_vec()));
+        }
+        out
+    }
+
+    #[test]
+    fn writes_records_that_read_back_in_every_compression() {
+        let dir = std::env::temp_dir().join(format!("jaxrec-writer-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let records: Vec<Vec<u8>> = vec![b"a".to_vec(), vec![], vec![7; 70_000]];
+        for (name, compression) in [
+            ("plain.tfrecord", Compression::None),
+            ("z.tfrecord.gz", Compression::Gzip),
+            ("z.tfrecord.zlib", Compression::Zlib),
+        ] {
+            let path = dir.join(name);
+            let mut w = RecordWriter::create(&path, compression, Some(1)).unwrap();
+            for (i, r) in records.iter().enumerate() {
+                assert_eq!(w.records(), i as u64);
+                w.write(r).unwrap();
+            }
+            assert_eq!(w.records(), 3);
+            w.flush().unwrap();
+            if compression == Compression::None {
+                // Flushed: a reader sees every record before the writer closes.
+                assert_eq!(read_back(&path), records, "{name}");
+            }
+            w.close().unwrap();
+            w.close().unwrap(); // idempotent
+            assert_eq!(read_back(&path), records, "{name}");
+            let err = w.write(b"late").unwrap_err();
+            assert!(err.to_string().contains("closed"), "{err}");
+            assert!(w.flush().is_ok());
+        }
+        // Dropped without close: the stream is still finished.
+        let path = dir.join("dropped.tfrecord.gz");
+        {
+            let mut w = RecordWriter::create(&path, Compression::Gzip, None).unwrap();
+            w.write(b"kept").unwrap();
+        }
+        assert_eq!(read_back(&path), vec![b"kept".to_vec()]);
+        assert!(RecordWriter::create(&dir.join("no/such/dir/f"), Compression::None, None).is_err());
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+}
