@@ -947,3 +947,45 @@ fn limits_of_memory_and_record_size() {
     };
     assert_eq!(failure.describe(), "compressed byte 3, decompressed byte 7");
 }
+
+#[test]
+fn skip_jumps_over_records_larger_than_a_block() {
+    // Records of 1.5 MiB, larger than the scan block: passed by a seek in a plain file, by
+    // reading them through in a stream.
+    let big: Vec<Vec<u8>> = (0..3u8).map(|i| vec![i; 3 << 19]).collect();
+    let refs: Vec<&[u8]> = big.iter().map(Vec::as_slice).collect();
+    let bytes = framed(&refs);
+    let each = (HEADER + (3 << 19) + FOOTER) as u64;
+    let mut p = plain(&bytes, ReaderOptions::default(), Range::default()).unwrap();
+    let mut s = stream(io::Cursor::new(bytes.clone()), ReaderOptions::default());
+    for r in [&mut p, &mut s] {
+        assert_eq!(r.skip(2).unwrap(), 2);
+        let c = r.next_chunk(10, 4096).unwrap().unwrap();
+        assert_eq!((c.indices[0], c.file_offsets[0]), (2, 2 * each));
+        assert_eq!(c.record(0), big[2].as_slice());
+        assert!(r.next_chunk(10, 4096).unwrap().is_none());
+    }
+    // A stream that ends inside such a record while it is passed: past the end of the
+    // stream's first block, the rest of the record is drained and found missing.
+    let cut = bytes[..(1 << 20) + 100_000].to_vec();
+    let err = stream(io::Cursor::new(cut.clone()), ReaderOptions::default())
+        .skip(3)
+        .unwrap_err();
+    assert!(matches!(err, Error::Truncated { .. }), "{err:?}");
+    assert!(
+        err.detail().contains("stream ends inside a record of"),
+        "{err}"
+    );
+    let mut r = stream(io::Cursor::new(cut.clone()), skipping());
+    assert_eq!(r.skip(3).unwrap(), 0);
+    assert_eq!(
+        (r.stats().skipped_records, r.stats().skipped_bytes),
+        (1, cut.len() as u64)
+    );
+    // Or a decoder that fails there: its failure is the error.
+    let broken = fails_after(cut, 0, io::ErrorKind::InvalidData);
+    let err = stream(broken, ReaderOptions::default())
+        .skip(3)
+        .unwrap_err();
+    assert!(err.detail().contains("stream is corrupt"), "{err}");
+}
