@@ -55,7 +55,8 @@ demo: ## Run the demo on the embedded dataset
 LOADER_TESTS = tests/unit/test_interleave.py tests/unit/test_shares.py tests/unit/test_sharding.py \
 	tests/unit/test_loader.py tests/unit/test_loader_pods.py tests/unit/test_loader_integrity.py \
 	tests/unit/test_chunks.py tests/unit/test_manifest.py tests/unit/test_device.py \
-	tests/unit/test_transforms.py tests/unit/test_distributed.py
+	tests/unit/test_transforms.py tests/unit/test_distributed.py tests/unit/test_packing.py \
+	tests/unit/test_bucketing.py tests/unit/test_mixing.py
 
 mutants: mutants-rust mutants-py ## Mutation testing: do the tests notice deliberate bugs? (slow)
 

@@ -9,8 +9,8 @@ negated, ``min`` for ``max``, a side-effect call (``stats.add(...)``) dropped. T
 against every mutant (in a copy of the package that shadows the installed one); a mutant the
 tests fail on is *killed*, one they pass on *survives* and names a behaviour no test pins.
 
-Docstrings, messages (string constants and f-strings) and lines marked ``# pragma: no mutate``
-are not mutated: changing them is not a bug a test should catch. Some survivors are
+Docstrings, messages (string constants and f-strings), type annotations and lines marked
+``# pragma: no mutate`` are not mutated: changing them is not a bug a test should catch. Some survivors are
 *equivalent* (the change cannot alter behaviour, e.g. ``<`` vs ``<=`` where equality cannot
 happen): the report lists every survivor with its line so a reader can tell.
 """
@@ -95,6 +95,17 @@ def _sites(tree: ast.AST, skip_lines: set[int]):
             inside_message.update(id(n) for n in ast.walk(node))
         if id(node) in docstrings:
             inside_message.update(id(n) for n in ast.walk(node))
+        # Type annotations are not run (the modules use `from __future__ import annotations`):
+        # `int | None` -> `int & None` changes nothing a test could see.
+        annotations = []
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.returns:
+            annotations.append(node.returns)
+        if isinstance(node, ast.arg) and node.annotation is not None:
+            annotations.append(node.annotation)
+        if isinstance(node, ast.AnnAssign):
+            annotations.append(node.annotation)
+        for a in annotations:
+            inside_message.update(id(n) for n in ast.walk(a))
     for node in ast.walk(tree):
         line = getattr(node, "lineno", None)
         if line is None or line in skip_lines or id(node) in inside_message:

@@ -9,7 +9,7 @@ from jaxrec._loader.chunks import ChunkRegistry
 
 
 def registry(n):
-    r = ChunkRegistry([], None, 0)
+    r = ChunkRegistry()
     for i in range(n):
         r.add(0, f"chunk{i}")  # the registry only keeps them; any object will do
     return r

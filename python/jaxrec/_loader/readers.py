@@ -12,17 +12,20 @@ from __future__ import annotations
 
 import collections
 import concurrent.futures
+from collections.abc import Callable
 
 import numpy as np
 
 from jaxrec import _native
-from jaxrec._loader.chunks import ChunkRegistry, OpenReader
+from jaxrec._loader.chunks import ChunkRegistry
 from jaxrec._loader.pieces import Pieces
 from jaxrec._loader.spans import SpanTable
 from jaxrec._loader.stats import Stats
 from jaxrec.errors import FileChangedError
 
-__all__ = ["PieceReader"]
+__all__ = ["OpenReader", "PieceReader"]
+
+OpenReader = Callable[..., _native.RecordReader]  # opens a file at start_offset= / start_index=
 
 _NO_LIMIT = 1 << 62
 

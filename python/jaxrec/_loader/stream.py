@@ -21,10 +21,10 @@ from typing import Any
 import numpy as np
 
 from jaxrec import _native
-from jaxrec._loader.chunks import ChunkRegistry, OpenReader, chunk_ids
+from jaxrec._loader.chunks import ChunkRegistry, chunk_ids
 from jaxrec._loader.interleave import InterleaveState, Rounds, steps, taken_before
 from jaxrec._loader.pieces import Pieces
-from jaxrec._loader.readers import PieceReader
+from jaxrec._loader.readers import OpenReader, PieceReader
 from jaxrec._loader.shuffle import Layout, window_order
 from jaxrec._loader.spans import SpanTable
 from jaxrec._loader.stats import Stats
@@ -110,7 +110,7 @@ class EpochStream:
         # Pieces of unknown length (spans never counted) end when their readers do.
         self.known = bool((self.lengths >= 0).all())
         self.total = int(self.lengths.sum()) if self.known else None
-        self.registry = ChunkRegistry(spans.paths, open_reader, chunk_bytes)
+        self.registry = ChunkRegistry()
         self._reader_args = {
             "registry": self.registry,
             "open_reader": open_reader,
