@@ -10,9 +10,9 @@ against every mutant (in a copy of the package that shadows the installed one); 
 tests fail on is *killed*, one they pass on *survives* and names a behaviour no test pins.
 
 Docstrings, messages (string constants and f-strings), type annotations and lines marked
-``# pragma: no mutate`` are not mutated: changing them is not a bug a test should catch. Some survivors are
-*equivalent* (the change cannot alter behaviour, e.g. ``<`` vs ``<=`` where equality cannot
-happen): the report lists every survivor with its line so a reader can tell.
+``# pragma: no mutate`` are not mutated: changing them is not a bug a test should catch. Some
+survivors are *equivalent* (the change cannot alter behaviour, e.g. ``<`` vs ``<=`` where
+equality cannot happen): the report lists every survivor with its line so a reader can tell.
 """
 
 from __future__ import annotations
