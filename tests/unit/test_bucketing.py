@@ -41,8 +41,10 @@ def test_each_record_once_in_the_bucket_of_its_length(tmp_path):
     loader = jr.Loader(files, SPEC, 8, bucket=BUCKET, shuffle=True, seed=2, num_epochs=2)
     shapes = {16: (16, 8), 8: (8, 16), 4: (4, 32), 2: (2, 64)}
     seen = {0: [], 1: []}
+    batches = [0, 0, 0, 0]
     for batch in loader:
         b, w = batch["tokens"].shape
+        batches[[16, 8, 4, 2].index(b)] += 1
         assert shapes[b] == (b, w)  # one fixed shape per bucket
         assert batch["name"].shape == (b,) and batch["mask"].shape == (b,)
         for i, n, real in zip(batch["id"], batch["tokens_length"], batch["mask"], strict=True):
@@ -59,7 +61,9 @@ def test_each_record_once_in_the_bucket_of_its_length(tmp_path):
     for epoch in seen.values():
         assert sorted(epoch) == list(range(len(lengths)))
     s = loader.stats()
-    assert sum(s["bucket_records"]) == 2 * len(lengths)
+    per_bucket = np.searchsorted([8, 16, 32], lengths, side="left")
+    assert s["bucket_records"] == [2 * int((per_bucket == g).sum()) for g in range(4)]
+    assert s["bucket_rows"] == [b * n for b, n in zip([16, 8, 4, 2], batches, strict=True)]
     with pytest.raises(TypeError, match="bucket="):
         len(loader)
 
@@ -92,6 +96,19 @@ def test_bad_buckets_are_refused(tmp_path, bucket, message):
         jr.Loader(files, SPEC, 8, bucket=bucket)
     with pytest.raises(jr.FeatureSpecError, match="not both"):
         jr.Loader(files, {"tokens": SPEC["tokens"]}, 8, bucket=BUCKET, pack=jr.Pack({"tokens": 8}))
+
+
+def test_a_first_bound_of_one_holds_the_empty_and_one_long_records(tmp_path):
+    files, lengths = write(tmp_path, n=100)
+    loader = jr.Loader(files, SPEC, 8, bucket=jr.Bucket("tokens", [1, 63], [4, 4, 2]))
+    for batch in loader:
+        n = batch["tokens_length"][batch["mask"]]
+        if batch["tokens"].shape[1] == 1:
+            assert (n <= 1).all()
+        else:
+            assert (n > 1).all()
+    s = loader.stats()
+    assert s["bucket_records"][0] == int((lengths <= 1).sum()) > 0
 
 
 def test_every_bucket_must_split_over_the_devices(tmp_path):

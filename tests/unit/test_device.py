@@ -98,3 +98,8 @@ def test_per_feature_shardings(tmp_path):
         jr.Loader(str(path), spec, 8, sharding={"v": wide, "y": rows})
     with pytest.raises(jr.ShardingError, match=r"keys no batch has: \['w'\]"):
         jr.Loader(str(path), spec, 8, sharding={"*": rows, "w": wide})
+    # Each sharding of the dict must fit the batch, not only the first: 8 rows over 8 devices
+    # fit, 6 rows over the 4 'data' devices do not.
+    over_all = NamedSharding(Mesh(np.array(jax.devices()), ("all",)), PartitionSpec("all"))
+    with pytest.raises(jr.ShardingError, match="global batch of 6 rows"):
+        jr.Loader(str(path), spec, 6, sharding={"*": over_all, "v": rows})

@@ -68,6 +68,7 @@ def test_every_record_once_per_epoch(tmp_path, shuffle):
     for e in range(3):
         assert sorted(ids[e]) == all_ids(sizes)
     assert counts == [loader.batches_per_epoch] * 3 == [6] * 3
+    assert len(loader) == 3 * 6
     if shuffle:
         assert ids[0] != ids[1]  # reshuffled per epoch
     stats = loader.stats()

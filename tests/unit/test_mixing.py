@@ -88,3 +88,9 @@ def test_sources_must_match_and_states_must_fit(tmp_path):
         jr.Mix(sources(tmp_path), [1, 2, 1], seed=2, state=state)
     with pytest.raises(jr.JaxrecError, match="3 sources, not 2"):
         jr.Mix(sources(tmp_path)[:2], [1, 1], seed=2, state=state)
+    for bad in ({**state, "version": state["version"] + 1}, [state], "[1, 2]"):
+        with pytest.raises(jr.JaxrecError, match="not a Mix state"):
+            jr.Mix(sources(tmp_path), [1, 1, 1], seed=2, state=bad)
+    broken = {k: v for k, v in state.items() if k != "counts"}
+    with pytest.raises(jr.JaxrecError, match="not a Mix state"):
+        jr.Mix(sources(tmp_path), [1, 1, 1], seed=2, state=broken)
