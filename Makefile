@@ -56,7 +56,8 @@ LOADER_TESTS = tests/unit/test_interleave.py tests/unit/test_shares.py tests/uni
 	tests/unit/test_loader.py tests/unit/test_loader_pods.py tests/unit/test_loader_integrity.py \
 	tests/unit/test_chunks.py tests/unit/test_manifest.py tests/unit/test_device.py \
 	tests/unit/test_transforms.py tests/unit/test_distributed.py tests/unit/test_packing.py \
-	tests/unit/test_bucketing.py tests/unit/test_mixing.py
+	tests/unit/test_bucketing.py tests/unit/test_mixing.py tests/unit/test_collective.py \
+	tests/unit/test_batcher.py
 
 mutants: mutants-rust mutants-py ## Mutation testing: do the tests notice deliberate bugs? (slow)
 
