@@ -188,7 +188,7 @@ def test_the_loader_counts_from_indexes_on_s3(s3_data, monkeypatch):
     def no_framing(*args, **kwargs):
         raise AssertionError("counted by framing although the indexes are there")
 
-    monkeypatch.setattr(counts, "count_records", no_framing)
+    monkeypatch.setattr(counts, "_count_range", no_framing)
     loader = jr.Loader(s3_data.url("train-*"), SPEC, 8, storage_options=so)
     assert loader.record_counts == [37, 23]
 

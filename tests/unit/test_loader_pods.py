@@ -188,7 +188,7 @@ def test_endless_runs_count_nothing(tmp_path, monkeypatch):
     import jaxrec._loader.counts as counts
 
     paths = write(tmp_path, [50, 20, 35])
-    monkeypatch.setattr(counts, "count_records", lambda *a, **k: pytest.fail("counted"))
+    monkeypatch.setattr(counts, "_count_range", lambda *a, **k: pytest.fail("counted"))
     loader = jr.Loader(paths, SPEC, 8, shuffle=True, seed=1, num_epochs=None)
     with pytest.raises(TypeError, match="not counted"):
         _ = loader.batches_per_epoch

@@ -30,22 +30,13 @@ from jaxrec._loader.collective import allgather_max, joined_hosts
 from jaxrec._loader.spans import SpanTable, build_table
 from jaxrec.errors import CorruptRecordError, JaxrecError
 
-__all__ = ["count_records", "span_table"]
+__all__ = ["span_table"]
 
 _BLOCK = 8 << 20
 _COMPRESSED_NAME = re.compile(r"\.(gz|gzip|zlib|z)$", re.IGNORECASE)
 # What a counted unit reports: first record's offset, records, next record's offset, flag.
 _FIELDS = 4
 _SYNC_REFUSED = 1  # no byte ranges: the file is compressed, or a synced chain broke
-
-
-def count_records(path: str, reader_options: dict[str, Any]) -> int:
-    """Records in ``path``, by framing it (length CRCs checked, data CRCs not)."""
-    reader = open_reader(path, **{**reader_options, "verify": False})
-    n = 0
-    while (chunk := reader.read_chunk(1 << 62, _BLOCK)) is not None:
-        n += len(chunk)
-    return n
 
 
 def _count_range(path: str, start: int, end: int | None, opts: dict[str, Any]) -> list[int]:
