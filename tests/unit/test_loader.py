@@ -282,9 +282,32 @@ def test_break_exception_and_repeats_leave_no_threads_or_files(tmp_path):
     with jr.Loader(paths, SPEC, batch_size=4, num_epochs=None) as loader:
         it = iter(loader)
         next(it)
+    assert not live_worker_threads()  # the with block stopped them, the iterator still alive
     del it
-    assert not live_worker_threads()
     assert open_fds() <= fds
+
+
+@pytest.mark.parametrize("devices", [False, True])
+def test_prefetch_fills_so_many_batches_and_no_more(tmp_path, devices):
+    paths = write_files(tmp_path, [400])
+    sharding = None
+    if devices:
+        mesh = Mesh(np.array(jax.devices()[:4]), ("data",))
+        sharding = NamedSharding(mesh, PartitionSpec("data"))
+    loader = jr.Loader(paths, SPEC, 4, prefetch=3, num_threads=2, sharding=sharding)
+    assert loader.stats()["queue_depth"] == 0  # nothing running yet
+    it = iter(loader)
+    next(it)
+    # Batches ready for the consumer: on devices, `prefetch` of them; without, the parse jobs
+    # in flight too (the consumer finishes those itself).
+    full = 3 if devices else 3 + 2
+    deadline = time.monotonic() + 30
+    while loader.stats()["queue_depth"] < full and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.2)
+    assert loader.stats()["queue_depth"] == full
+    loader.close()
+    assert loader.stats()["queue_depth"] == 0
 
 
 def test_gzip_files(tmp_path):
@@ -477,3 +500,10 @@ def test_record_ranges_are_checked(tmp_path, ranges, message):
         jr.Loader(files, SPEC, 4, record_ranges=ranges)
     with pytest.raises(jr.JaxrecError, match="not several"):
         jr.Loader(files, SPEC, 4, record_ranges=[(0, 1), (0, 1)], record_counts=[10, 10])
+
+
+@pytest.mark.parametrize("epochs", [0, -1])
+def test_no_epochs_is_refused(tmp_path, epochs):
+    paths = write_files(tmp_path, [4])
+    with pytest.raises(ValueError, match=f"num_epochs must be >= 1 or None, got {epochs}"):
+        jr.Loader(paths, SPEC, 4, num_epochs=epochs)

@@ -94,3 +94,19 @@ def test_sources_must_match_and_states_must_fit(tmp_path):
     broken = {k: v for k, v in state.items() if k != "counts"}
     with pytest.raises(jr.JaxrecError, match="not a Mix state"):
         jr.Mix(sources(tmp_path), [1, 1, 1], seed=2, state=broken)
+
+
+def test_close_stops_every_source(tmp_path):
+    import threading
+
+    def live():
+        return [t for t in threading.enumerate() if t.name.startswith("jaxrec-")]
+
+    mix = jr.Mix(sources(tmp_path), [1, 1, 1], seed=3)
+    it = iter(mix)
+    for _ in range(6):
+        next(it)
+    assert live()
+    mix.close()  # the iterator still alive: close alone must stop the sources
+    assert not live()
+    del it
