@@ -197,3 +197,16 @@ def test_chunks_are_kept_while_records_taken_from_them_wait_for_a_batch(
     )
     ids = [i for b in loader for i in ids_of(b)]
     assert sorted(ids) == [f * 10_000 + i for f in range(8) for i in range(300)]
+
+
+def test_an_endless_run_over_nothing_but_bad_records_ends_with_an_error(tmp_path):
+    path = write(tmp_path / "a.tfrecord", range(3))
+    data = bytearray(Path(path).read_bytes())
+    for chunk in jr.read_chunks(path):
+        for offset in chunk.file_offsets:
+            data[int(offset) + 12] ^= 0xFF  # every payload's first byte: its data CRC fails
+    Path(path).write_bytes(bytes(data))
+    loader = jr.Loader(path, SPEC, 2, on_error="skip", num_epochs=None)
+    with pytest.raises(jr.JaxrecError, match="no records in its share of epochs 0 and 1"):
+        next(iter(loader))
+    assert loader.stats()["skipped_records"] == 6  # two epochs of three, then the error
