@@ -20,10 +20,12 @@ from __future__ import annotations
 import argparse
 import ast
 import concurrent.futures
+import contextlib
 import json
 import os
 import random
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -188,11 +190,26 @@ def mutated_source(m: Mutant) -> str:
 def _run_tests(workdir: Path, tests: list[str], timeout: float) -> str:
     env = {**os.environ, "PYTHONPATH": str(workdir), "PYTHONDONTWRITEBYTECODE": "1"}
     cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *tests]
-    try:
-        r = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return "killed (timeout)"
-    return "survived" if r.returncode == 0 else "killed"
+    # A session of its own, so a timeout ends the processes a test started too (a mutant may
+    # make them loop forever, and they would go on eating the cores of the mutants after).
+    with subprocess.Popen(
+        cmd,
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    ) as p:
+        try:
+            code = p.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+            return "killed (timeout)"
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(p.pid, signal.SIGKILL)  # anything the tests left behind
+    return "survived" if code == 0 else "killed"
 
 
 def _package_copy(base: Path) -> Path:

@@ -69,6 +69,7 @@ def test_cli_index_writes_a_manifest(tmp_path):
         [sys.executable, "-m", "jaxrec", "index", *paths, "--manifest", str(out), "--json"],
         capture_output=True,
         text=True,
+        timeout=120,
     )
     assert r.returncode == 0, r.stderr
     result = json.loads(r.stdout)

@@ -47,7 +47,9 @@ def test_no_jax_initialisation_for_one_host():
     import sys
 
     code = "import jaxrec._loader.sharding as s, sys; s.host_shard(); print('jax' in sys.modules)"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
     assert out.stdout.strip() == "False"
 
 
@@ -64,5 +66,7 @@ loader = jr.Loader({str(tmp_path / "a.tfrecord")!r}, {{"id": jr.FixedLenFeature(
 assert sum(int(b["mask"].sum()) for b in loader) == 40
 print("jax" in sys.modules)
 """
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
     assert out.stdout.strip() == "False"
