@@ -35,6 +35,9 @@ def test_errors():
         epoch_plan(3, HostShard(0, 1), 0, False)
     with pytest.raises(ShardingError, match="host index"):
         HostShard(2, 2)
+    for count in (0, -1, 2.0):
+        with pytest.raises(ShardingError, match="host count must be an int >= 1"):
+            HostShard(0, count)
     with pytest.raises(ShardingError, match="host index"):
         host_shard(-1, 2)  # a negative host would re-read other hosts' records
     with pytest.raises(ShardingError, match="both"):

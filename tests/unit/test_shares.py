@@ -4,7 +4,7 @@ on any number of hosts, the rest of the epoch dealt again with nothing lost or r
 from __future__ import annotations
 
 import numpy as np
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from jaxrec._loader.interleave import runs
@@ -127,3 +127,22 @@ def test_byte_deal_gives_every_span_once_and_every_host_one(sizes, hosts, epoch)
     assert spans == order.tolist()  # contiguous runs of the order, all of it
     assert all(len(p) >= 1 for p in shares)
     assert all((p.hi == -1).all() for p in shares)
+
+
+@given(
+    st.lists(st.integers(500, 1000), min_size=40, max_size=200),
+    st.integers(1, 4),
+    st.integers(0, 3),
+)
+@settings(max_examples=60, deadline=None)
+def test_byte_deal_balances_the_bytes(sizes, hosts, epoch):
+    from jaxrec._loader.shares import byte_deal
+
+    sizes = np.asarray(sizes)
+    order = epoch_order(len(sizes), 5, epoch)
+    held = [int(sizes[byte_deal(sizes, order, hosts, h).span].sum()) for h in range(hosts)]
+    # Each span goes to the host whose byte range holds its middle: with ten or more spans of
+    # like sizes a host (every host's range holds middles), no host is off its 1/H of the bytes
+    # by more than one span.
+    assert sum(held) == sizes.sum()
+    assert max(abs(b - sizes.sum() / hosts) for b in held) <= sizes.max()
