@@ -146,3 +146,17 @@ def test_byte_deal_balances_the_bytes(sizes, hosts, epoch):
     # by more than one span.
     assert sum(held) == sizes.sum()
     assert max(abs(b - sizes.sum() / hosts) for b in held) <= sizes.max()
+
+
+def test_span_sizes_run_to_the_next_span_of_the_file_or_its_end():
+    from jaxrec._loader.spans import SpanTable
+
+    table = SpanTable(
+        ("a", "b", "c"),
+        file=np.array([0, 0, 0, 1, 2, 2]),
+        start=np.array([0, 100, 250, 0, 0, 40]),
+        first_index=np.zeros(6, np.int64),
+        count=np.full(6, -1),
+    )
+    # File a: 300 bytes in three spans; b: one span of 80; c: a span past a shrunk file's end.
+    assert table.sizes([300, 80, 30]).tolist() == [100, 150, 50, 80, 40, 0]
