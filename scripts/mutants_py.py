@@ -108,6 +108,11 @@ def _sites(tree: ast.AST, skip_lines: set[int]):
             annotations.append(node.annotation)
         for a in annotations:
             inside_message.update(id(n) for n in ast.walk(a))
+        # `zip(..., strict=True)` is an assertion that cannot fail on correct code, and
+        # `@dataclass(frozen=True)` forbids writes that no code makes: flipping either is
+        # equivalent by construction.
+        if isinstance(node, ast.keyword) and node.arg in ("strict", "frozen"):
+            inside_message.update(id(n) for n in ast.walk(node.value))
     for node in ast.walk(tree):
         line = getattr(node, "lineno", None)
         if line is None or line in skip_lines or id(node) in inside_message:
@@ -227,13 +232,35 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sample", type=int, default=0, help="run a random sample of N mutants")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", help="write every result to this file")
+    ap.add_argument(
+        "--redo",
+        metavar="JSON",
+        help="run only the survivors of an earlier --json report (after adding tests)",
+    )
+    ap.add_argument(
+        "--redo-from",
+        metavar="COMMIT",
+        default="HEAD",
+        help="the commit that report ran on: its survivors are found again by their code line",
+    )
+    ap.add_argument(
+        "--equivalent",
+        metavar="FILE",
+        help="survivors judged equivalent (lines 'module | code | mutation | why'): reported "
+        "apart, and left out of the score",
+    )
     args = ap.parse_args(argv)
 
     mutants = [m for path in args.modules for m in mutants_of(Path(path).resolve())]
+    if args.redo:
+        mutants, gone = _survivors_again(mutants, Path(args.redo), args.redo_from)
+        for g in gone:
+            print(f"  gone      {g['module']}:{g['line']}  {g['mutation']} (its code changed)")
     if args.sample and args.sample < len(mutants):
         mutants = sorted(
             random.Random(args.seed).sample(mutants, args.sample), key=lambda m: (m.path, m.index)
         )
+    equivalent = _equivalents(Path(args.equivalent)) if args.equivalent else []
     tmp = Path(tempfile.mkdtemp(prefix="jaxrec-mutants-"))
     try:
         # The tests must pass on the unmutated code run the same way, and give a time budget.
@@ -268,28 +295,97 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
+    results = [
+        (m, "equivalent" if o == "survived" and _is_equivalent(m, equivalent) else o)
+        for m, o in results
+    ]
     by_module: dict[str, list[int]] = {}
     for m, outcome in results:
-        counts = by_module.setdefault(str(Path(m.path).relative_to(ROOT)), [0, 0])
-        counts[0] += outcome != "survived"
-        counts[1] += 1
-    print("\nmodule                                   killed / mutants")
-    for module, (killed, total) in sorted(by_module.items()):
-        print(f"{module:40s} {killed:5d} / {total:<5d} {100 * killed / total:5.1f} %")
-    killed = sum(k for k, _ in by_module.values())
-    total = sum(t for _, t in by_module.values())
-    print(f"{'all':40s} {killed:5d} / {total:<5d} {100 * killed / max(total, 1):5.1f} %")
+        counts = by_module.setdefault(str(Path(m.path).relative_to(ROOT)), [0, 0, 0])
+        counts[0] += outcome.startswith("killed")
+        counts[1] += outcome != "equivalent"
+        counts[2] += outcome == "equivalent"
+    print("\nmodule                                   killed / meaningful   (equivalent)")
+    for module, (killed, total, same) in sorted(by_module.items()):
+        pct = 100 * killed / max(total, 1)
+        print(f"{module:40s} {killed:5d} / {total:<5d} {pct:5.1f} %   ({same})")
+    killed = sum(k for k, _, _ in by_module.values())
+    total = sum(t for _, t, _ in by_module.values())
+    same = sum(e for _, _, e in by_module.values())
+    pct = 100 * killed / max(total, 1)
+    print(f"{'all':40s} {killed:5d} / {total:<5d} {pct:5.1f} %   ({same})")
     if args.json:
         Path(args.json).write_text(
             json.dumps(
                 [
-                    {"module": m.path, "line": m.line, "mutation": m.what, "outcome": o}
+                    {
+                        "module": str(Path(m.path).relative_to(ROOT)),
+                        "line": m.line,
+                        "code": _line(Path(m.path).read_text(), m.line),
+                        "mutation": m.what,
+                        "outcome": o,
+                    }
                     for m, o in results
                 ],
                 indent=1,
             )
         )
     return 0
+
+
+def _line(source: str, line: int) -> str:
+    lines = source.splitlines()
+    return lines[line - 1].strip() if 0 < line <= len(lines) else ""
+
+
+def _survivors_again(mutants: list[Mutant], report: Path, commit: str):
+    """The mutants of ``mutants`` that are the survivors of ``report`` (found by module,
+    mutation and code line, so lines that moved since are found), and the survivors whose
+    code is gone."""
+    wanted, gone, found = [], [], []
+    for r in json.loads(report.read_text()):
+        if r["outcome"] != "survived":
+            continue
+        module = str(Path(r["module"]).resolve().relative_to(ROOT))
+        code = r.get("code")
+        if code is None:  # a report of before the code was kept: read it from the commit
+            old = subprocess.run(
+                ["git", "show", f"{commit}:{module}"], cwd=ROOT, capture_output=True, text=True
+            ).stdout
+            code = _line(old, r["line"])
+        wanted.append((module, r["mutation"], code, r["line"], r))
+    sources: dict[str, str] = {}
+    for module, what, code, line, r in wanted:
+        path = str(ROOT / module)
+        if path not in sources:
+            sources[path] = Path(path).read_text()
+        same = [
+            m
+            for m in mutants
+            if m.path == path and m.what == what and _line(sources[path], m.line) == code
+        ]
+        if not same:
+            gone.append(r)
+            continue
+        pick = min(same, key=lambda m: abs(m.line - line))
+        if pick not in found:
+            found.append(pick)
+    return found, gone
+
+
+def _equivalents(path: Path) -> list[tuple[str, str, str]]:
+    out = []
+    for raw in path.read_text().splitlines():
+        if raw.strip() and not raw.lstrip().startswith("#"):
+            module, code, what, _why = (x.strip() for x in raw.split(" | ", 3))
+            out.append((module, code, what))
+    return out
+
+
+def _is_equivalent(m: Mutant, equivalent: list[tuple[str, str, str]]) -> bool:
+    module = str(Path(m.path).relative_to(ROOT))
+    code = _line(Path(m.path).read_text(), m.line)
+    return any(module == e[0] and e[1] in code and m.what == e[2] for e in equivalent)
 
 
 if __name__ == "__main__":

@@ -291,3 +291,28 @@ def test_a_payload_holding_a_tfrecord_file_cannot_fool_the_count(tmp_path):
         assert loader.spans.total == 60
         ids = sorted(i for b in loader for i in ids_of(b))
         assert ids == list(range(60))
+
+
+@pytest.mark.parametrize("endless", [True, False])
+@pytest.mark.parametrize("shuffle, shuffle_buffer", [(False, 0), (True, 0), (True, 10)])
+def test_resume_past_the_first_planned_group(tmp_path, endless, shuffle, shuffle_buffer):
+    # The planner works in groups of at most 64 batches and notes where the readers stood at
+    # each group's start (the hint a state carries): stops past the first group resume from
+    # a later hint, which must be at the right interleave position.
+    paths = write(tmp_path, [83, 9, 131, 4, 67])
+
+    def make(state=None):
+        return jr.Loader(
+            paths,
+            SPEC,
+            2,
+            shuffle=shuffle,
+            seed=3,
+            shuffle_buffer=shuffle_buffer,
+            cycle_length=2,
+            block_length=3,
+            num_epochs=None if endless else 2,
+            state=state,
+        )
+
+    assert_resumes_exactly(make, [1, 63, 65, 66, 100, 129, 131, 150, 170], 200)
