@@ -507,3 +507,18 @@ def test_no_epochs_is_refused(tmp_path, epochs):
     paths = write_files(tmp_path, [4])
     with pytest.raises(ValueError, match=f"num_epochs must be >= 1 or None, got {epochs}"):
         jr.Loader(paths, SPEC, 4, num_epochs=epochs)
+
+
+def test_a_pass_over_many_files_holds_few_open(tmp_path):
+    sizes = [5] * 60
+    paths = write_files(tmp_path, sizes)
+    before = open_fds()
+    loader = jr.Loader(paths, SPEC, 4, cycle_length=2, num_threads=1, num_epochs=1)
+    most = 0
+    ids = []
+    for batch in loader:
+        most = max(most, open_fds() - before)
+        ids += batch["id"][batch["mask"]].tolist()
+    assert sorted(ids) == all_ids(sizes)
+    # A file is closed once read: two interleaved, and one read ahead each, not sixty.
+    assert most <= 6
