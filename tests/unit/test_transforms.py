@@ -87,6 +87,28 @@ def test_hosts_draw_differently():
     np.testing.assert_array_equal(draws[0], again)
 
 
+def test_seeds_draw_differently(files):
+    seeds = [0, 1, 2, 4, 2**40, 2**62 + 1, 2**63 + 1, 2**64 + 1]
+    draws = {
+        TransformChain([Jitter()], seed=s, host=0).rng(0, 0, 0).random(4).tobytes() for s in seeds
+    }
+    assert len(draws) == len(seeds)
+    # The seed also steps apart epochs, batches and transforms.
+    chain = TransformChain([Jitter()], seed=3, host=0)
+    keys = [(0, 0, 0), (1, 0, 0), (0, 1, 0), (0, 0, 1)]
+    assert len({chain.rng(*k).random(4).tobytes() for k in keys}) == len(keys)
+    # Without shuffling too, the seed decides the draws.
+    runs = [
+        [b["noise"].copy() for b in jr.Loader(files, SPEC, 16, seed=s, transform=Jitter())]
+        for s in (None, 0, 7)
+    ]
+    assert all(np.array_equal(a, b) for a, b in zip(runs[0], runs[1], strict=True))
+    assert not np.array_equal(runs[1][0], runs[2][0])
+    for bad in (-1, 1.5, True, "3"):
+        with pytest.raises(ValueError, match="seed must be a non-negative int"):
+            jr.Loader(files, SPEC, 16, shuffle=True, seed=bad)
+
+
 def test_resume_with_a_random_transform_is_exact(files):
     def make(**kw):
         return jr.Loader(

@@ -19,6 +19,7 @@ import dataclasses
 import functools
 import hashlib
 import json
+import numbers
 import os
 import secrets
 import threading
@@ -80,7 +81,8 @@ class Loader:
         sequence_features: read SequenceExamples with this feature-list spec.
         shuffle: deal the dataset's spans in a new order every epoch, and emit each host's
             records window by window in a seeded random order.
-        seed: shuffle seed (a random one is drawn and kept in the state if None).
+        seed: a non-negative int: the shuffle's seed (a random one is drawn and kept in the
+            state if None), and the random transforms' (0 if None and not shuffling).
         shuffle_buffer: records per shuffle window (memory: about two windows of records).
         num_epochs: epochs to read (None: forever; then nothing is counted at start unless
             record indexes say it already).
@@ -214,7 +216,13 @@ class Loader:
         self.num_epochs = num_epochs
         self.drop_remainder = bool(drop_remainder)
         self.shuffle = bool(shuffle)
+        if seed is not None and (
+            isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0
+        ):
+            raise ValueError(f"seed must be a non-negative int or None, got {seed!r}")
         self.seed = (secrets.randbits(63) if seed is None else int(seed)) if shuffle else None
+        # Random transforms draw from the seed with or without shuffling (0 if none is given).
+        self._transform_seed = int(seed) if seed is not None else None
         self.shuffle_buffer = int(shuffle_buffer)
         self.sharding = sharding
         self.prefetch = max(1, int(prefetch))
@@ -500,7 +508,11 @@ class Loader:
             parse=self._timed_parse,
             finish=self._finish,
             transforms=(
-                TransformChain(self._transforms, self.seed, self.shard.index)
+                TransformChain(
+                    self._transforms,
+                    self.seed if self.seed is not None else self._transform_seed,
+                    self.shard.index,
+                )
                 if self._transforms
                 else None
             ),

@@ -149,7 +149,7 @@ class TransformChain:
 
     def rng(self, epoch: int, index: int, step: int) -> np.random.Generator:
         """The generator of transform ``step`` for batch ``index`` of ``epoch`` on this host."""
-        key = np.random.SeedSequence([self.seed & (2**63 - 1), epoch, index, self.host, step])
+        key = np.random.SeedSequence([self.seed, epoch, index, self.host, step])
         return np.random.Generator(np.random.Philox(key))
 
     def apply(self, batch: Batch, epoch: int, index: int) -> Batch:
