@@ -136,3 +136,14 @@ def test_keys_a_transform_adds_are_bucketed_too(tmp_path):
         np.testing.assert_array_equal(b["twice"][b["mask"]], b["id"][b["mask"]] * 2)
         ids += b["id"][b["mask"]].tolist()
     assert sorted(ids) == list(range(60))
+
+
+def test_a_bucket_of_padding_before_any_batch_has_every_key(tmp_path):
+    # A pod host whose window is empty pads with such batches before it has seen any.
+    files, _ = write(tmp_path, n=10)
+    loader = jr.Loader(files, SPEC, 8, bucket=BUCKET)
+    for group, (b, w) in enumerate([(16, 8), (8, 16), (4, 32), (2, 64)]):
+        pad = loader._regrouper.template(group)
+        assert sorted(pad) == ["id", "mask", "name", "tokens", "tokens_length"]
+        assert pad["tokens"].shape == (b, w) and pad["id"].shape == (b,)
+        assert pad["name"].tolist() == [b""] * b and not pad["mask"].any()

@@ -69,6 +69,7 @@ def test_every_record_once_per_epoch(tmp_path, shuffle):
         assert sorted(ids[e]) == all_ids(sizes)
     assert counts == [loader.batches_per_epoch] * 3 == [6] * 3
     assert len(loader) == 3 * 6
+    assert (loader.cycle_length, loader.block_length) == (16, 16)  # the documented defaults
     if shuffle:
         assert ids[0] != ids[1]  # reshuffled per epoch
     stats = loader.stats()
