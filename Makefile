@@ -65,4 +65,5 @@ mutants-rust: ## cargo-mutants on the framing and the parser, against the Rust t
 	cargo mutants --no-shuffle -j 2 -f 'src/records/*.rs' -f 'src/parse/*.rs' -f src/wire.rs
 
 mutants-py: ## Mutants of the Loader's stages against its tests (scripts/mutants_py.py)
-	$(PYTHON) scripts/mutants_py.py python/jaxrec/_loader/*.py --tests $(LOADER_TESTS) --jobs 2
+	$(PYTHON) scripts/mutants_py.py python/jaxrec/_loader/*.py --tests $(LOADER_TESTS) --jobs 2 \
+		--equivalent scripts/mutants-equivalent.txt

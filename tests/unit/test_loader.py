@@ -70,6 +70,8 @@ def test_every_record_once_per_epoch(tmp_path, shuffle):
     assert counts == [loader.batches_per_epoch] * 3 == [6] * 3
     assert len(loader) == 3 * 6
     assert (loader.cycle_length, loader.block_length) == (16, 16)  # the documented defaults
+    zero = jr.Loader(paths, SPEC, 8, cycle_length=0, block_length=0, prefetch=0)
+    assert (zero.cycle_length, zero.block_length, zero.prefetch) == (16, 1, 1)  # 0: the least
     if shuffle:
         assert ids[0] != ids[1]  # reshuffled per epoch
     stats = loader.stats()
