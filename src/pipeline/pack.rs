@@ -19,6 +19,7 @@
 //! values in any feature makes no segment and is counted. The window's last batch may have rows
 //! that never opened: their `row_used` is false. Everything is a function of the input alone.
 
+use crate::alloc::{try_zeroed, AllocError};
 use crate::error::{Error, Result};
 
 /// How to pack.
@@ -120,11 +121,14 @@ pub fn pack(features: &[FeatureInput<'_>], cfg: &PackConfig) -> Result<Packed> {
         }
         starts.push(start);
     }
-    let mut p = Packer::new(features, &starts, cfg);
+    // Two passes: first fit decides every chunk's place from the lengths alone, then the
+    // outputs are allocated once, zeroed by the allocator (untouched padding pages cost
+    // nothing), and filled. Growing them batch by batch copied and zero-filled them again.
+    let mut p = Packer::new(features, cfg);
     for doc in 0..docs {
         p.place_document(doc)?;
     }
-    Ok(p.out)
+    p.fill(&starts)
 }
 
 /// A row being filled: values used per feature, and segments placed.
@@ -133,33 +137,35 @@ struct Row {
     segments: i32,
 }
 
+/// Where one chunk of a document goes: its row (of all batches) and segment, and per feature
+/// (in `Packer::parts`, `nf` entries from `part`) where its values start in the document, how
+/// many, and where they start in the row.
+struct Place {
+    doc: usize,
+    row: usize,
+    segment: i32,
+    part: usize,
+}
+
 struct Packer<'a, 'b> {
     features: &'b [FeatureInput<'a>],
-    starts: &'b [Vec<usize>],
     cfg: &'b PackConfig,
     open: Vec<Row>,
+    places: Vec<Place>,
+    /// `(start in the document, values, start in the row)` per placed chunk and feature.
+    parts: Vec<(usize, usize, usize)>,
     out: Packed,
 }
 
 impl<'a, 'b> Packer<'a, 'b> {
-    fn new(
-        features: &'b [FeatureInput<'a>],
-        starts: &'b [Vec<usize>],
-        cfg: &'b PackConfig,
-    ) -> Self {
-        let nf = features.len();
-        let out = Packed {
-            values: vec![Vec::new(); nf],
-            segment_ids: vec![Vec::new(); nf],
-            positions: vec![Vec::new(); nf],
-            ..Packed::default()
-        };
+    fn new(features: &'b [FeatureInput<'a>], cfg: &'b PackConfig) -> Self {
         Packer {
             features,
-            starts,
             cfg,
             open: Vec::new(),
-            out,
+            places: Vec::new(),
+            parts: Vec::new(),
+            out: Packed::default(),
         }
     }
 
@@ -240,49 +246,90 @@ impl<'a, 'b> Packer<'a, 'b> {
                 r
             }
         };
-        let batch = self.out.batches - 1;
         let open_row = &mut self.open[row];
         open_row.segments += 1;
-        let segment = open_row.segments;
+        self.places
+            .try_reserve(1)
+            .map_err(|e| bad(format!("placements: {e}")))?;
+        self.parts
+            .try_reserve(part.len())
+            .map_err(|e| bad(format!("placements: {e}")))?;
+        self.places.push(Place {
+            doc,
+            row: (self.out.batches - 1) * self.cfg.rows + row,
+            segment: open_row.segments,
+            part: self.parts.len(),
+        });
         for (f, &(start, n)) in part.iter().enumerate() {
-            let feat = &self.features[f];
-            let s = seq[f];
-            let cell = (batch * self.cfg.rows + row) * s + open_row.used[f];
-            let src = (self.starts[f][doc] + start) * feat.itemsize;
-            let bytes = n * feat.itemsize;
-            self.out.values[f][cell * feat.itemsize..cell * feat.itemsize + bytes]
-                .copy_from_slice(&feat.values[src..src + bytes]);
-            self.out.segment_ids[f][cell..cell + n].fill(segment);
-            for (i, p) in self.out.positions[f][cell..cell + n].iter_mut().enumerate() {
-                *p = i as i32; // n <= seq_len, which fits an i32 (a row is < 1 GiB)
-            }
+            self.parts.push((start, n, open_row.used[f]));
             open_row.used[f] += n;
             self.out.values_packed += n as u64;
         }
         Ok(())
     }
 
-    /// Appends a zeroed batch to every output.
+    /// Opens the next batch: its rows are marked unused until a chunk opens them.
     fn new_batch(&mut self) -> Result<()> {
         let rows = self.cfg.rows;
-        for (f, feat) in self.features.iter().enumerate() {
-            let cells = rows * self.cfg.seq_lens[f];
-            grow(&mut self.out.values[f], cells * feat.itemsize, 0u8)?;
-            grow(&mut self.out.segment_ids[f], cells, 0i32)?;
-            grow(&mut self.out.positions[f], cells, 0i32)?;
-        }
-        grow(&mut self.out.row_used, rows, false)?;
+        self.out
+            .row_used
+            .try_reserve(rows)
+            .map_err(|e| bad(format!("{rows} more rows: {e}")))?;
+        self.out
+            .row_used
+            .resize(self.out.row_used.len() + rows, false);
         self.out.batches += 1;
         Ok(())
     }
-}
 
-/// `v.extend(n copies of x)`, refusing (not aborting) when the memory is not there.
-fn grow<T: Clone>(v: &mut Vec<T>, n: usize, x: T) -> Result<()> {
-    v.try_reserve(n)
-        .map_err(|e| bad(format!("{n} more output values: {e}")))?;
-    v.resize(v.len() + n, x);
-    Ok(())
+    /// Allocates the outputs (zeroed) and copies every placed chunk in.
+    fn fill(mut self, starts: &[Vec<usize>]) -> Result<Packed> {
+        let rows = self.out.batches * self.cfg.rows;
+        for (f, feat) in self.features.iter().enumerate() {
+            let cells = rows
+                .checked_mul(self.cfg.seq_lens[f])
+                .ok_or_else(|| bad(format!("{rows} rows of {} values", self.cfg.seq_lens[f])))?;
+            let bytes = cells
+                .checked_mul(feat.itemsize)
+                .ok_or_else(|| bad(format!("{cells} values of {} bytes", feat.itemsize)))?;
+            let refused = |e: AllocError| bad(format!("packed output: {e}"));
+            self.out
+                .values
+                .push(try_zeroed::<u8>(bytes).map_err(refused)?);
+            self.out
+                .segment_ids
+                .push(try_zeroed::<i32>(cells).map_err(refused)?);
+            self.out
+                .positions
+                .push(try_zeroed::<i32>(cells).map_err(refused)?);
+        }
+        let outputs = self
+            .out
+            .values
+            .iter_mut()
+            .zip(&mut self.out.segment_ids)
+            .zip(&mut self.out.positions);
+        for (f, (((values, segment_ids), positions), (feat, doc_starts))) in
+            outputs.zip(self.features.iter().zip(starts)).enumerate()
+        {
+            let (size, seq_len) = (feat.itemsize, self.cfg.seq_lens[f]);
+            for place in &self.places {
+                let (start, n, at) = self.parts[place.part + f];
+                if n == 0 {
+                    continue;
+                }
+                let cell = place.row * seq_len + at;
+                let src = (doc_starts[place.doc] + start) * size;
+                values[cell * size..(cell + n) * size]
+                    .copy_from_slice(&feat.values[src..src + n * size]);
+                segment_ids[cell..cell + n].fill(place.segment);
+                for (i, p) in positions[cell..cell + n].iter_mut().enumerate() {
+                    *p = i as i32; // n <= seq_len, which fits an i32 (a row is < 1 GiB)
+                }
+            }
+        }
+        Ok(self.out)
+    }
 }
 
 #[cfg(test)]
