@@ -36,3 +36,31 @@ def test_resolve_names_each_handle_s_chunk_and_row(ids):
     assert [chunks[w] for w in which] == [f"chunk{i}" for i in ids]
     assert got_rows.tolist() == rows.tolist()
     assert which.dtype == got_rows.dtype == np.int64
+
+
+@pytest.mark.parametrize("shuffle_buffer", [0, 64])
+def test_a_stream_keeps_only_the_chunks_it_still_needs(tmp_path, shuffle_buffer):
+    # Chunks of 2 records, 2,000 records: about 1,000 chunks in the epoch. Taken records'
+    # chunks are dropped as the stream goes, so at most about twice a window's chunks (plus a
+    # slack of 64) stay held, however few takes a shuffled epoch makes (one per window).
+    import concurrent.futures
+
+    import jaxrec as jr
+    from jaxrec._loader.state import LoaderPosition
+
+    path = tmp_path / "a.tfrecord"
+    with jr.TFRecordWriter(path) as w:
+        w.write_many([jr.encode_example({"id": i}) for i in range(2000)])
+    spec = {"id": jr.FixedLenFeature([], np.int64)}
+    loader = jr.Loader(
+        str(path), spec, 8, chunk_bytes=64, shuffle=True, seed=0, shuffle_buffer=shuffle_buffer
+    )
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        stream, _ = loader._open_segment(LoaderPosition(), pool)
+        held, taken = [], 0
+        while len(handles := stream.next_handles(8)):
+            taken += len(handles)
+            held.append(len(stream.registry))
+        stream.close()
+    assert taken == 2000
+    assert max(held) < 200, max(held)  # not the epoch's thousand

@@ -32,7 +32,11 @@ from jaxrec.errors import JaxrecError
 
 __all__ = ["EpochStream", "StreamHint"]
 
-_COLLECT_EVERY = 64  # takes between drops of chunks nothing points into any more
+# Chunks nothing needs any more are dropped whenever the registry has grown past twice what
+# the last collection kept, plus this slack: memory stays within about twice a window's chunks,
+# at an amortised cost of O(1) per chunk. (A count of takes let a shuffled epoch, one take per
+# window, hold every chunk it read.)
+_COLLECT_SLACK = 64
 _EMPTY = np.empty(0, dtype=np.uint64)
 
 
@@ -124,7 +128,7 @@ class EpochStream:
         self.position = 0  # interleave records given so far
         self.window = 0  # the next window to read
         self.finished = False  # the interleave has given every record
-        self._takes = 0
+        self._held = 0  # chunks the last collection kept
         if self.total is not None:
             start = min(start, self.total)
         w = layout.window
@@ -270,10 +274,10 @@ class EpochStream:
     def _after_take(self, parts: list[np.ndarray]) -> np.ndarray:
         """The handles of one take, joined; now and then drops the chunks nothing needs."""
         taken = np.concatenate(parts) if parts else _EMPTY
-        self._takes += 1
-        if self._takes % _COLLECT_EVERY == 0:
+        if len(self.registry) > 2 * self._held + _COLLECT_SLACK:
             # The taken handles are in no reader and not yet pending: they are live too.
             self._collect(taken)
+            self._held = len(self.registry)
         return taken
 
     def _close_finished(self) -> None:
