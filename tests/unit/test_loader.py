@@ -309,8 +309,13 @@ def test_prefetch_fills_so_many_batches_and_no_more(tmp_path, devices):
         time.sleep(0.01)
     time.sleep(0.2)
     assert loader.stats()["queue_depth"] == full
+    run = loader._run
     loader.close()
     assert loader.stats()["queue_depth"] == 0
+    # The prefetched batches (and the chunks they hold) are dropped at once, not when the
+    # iterator that still refers to the run is collected.
+    assert run.inflight.qsize() == run.out.qsize() == 0
+    del it
 
 
 def test_gzip_files(tmp_path):
