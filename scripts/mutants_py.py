@@ -21,6 +21,7 @@ import argparse
 import ast
 import concurrent.futures
 import contextlib
+import functools
 import json
 import os
 import random
@@ -171,9 +172,16 @@ def _apply(node: ast.AST, action: tuple) -> None:
         node.value = ast.Constant(None)
 
 
+@functools.cache
+def _source(path: str) -> str:
+    """A module's source as it was when first read: every mutant of it is applied to that text,
+    so editing the tree while a run goes on cannot shift a mutant onto another line."""
+    return Path(path).read_text()
+
+
 def mutants_of(path: Path) -> list[Mutant]:
     """Every mutant of one module."""
-    source = path.read_text()
+    source = _source(str(path))
     tree = ast.parse(source)
     return [
         Mutant(str(path), i, node.lineno, what)
@@ -183,7 +191,7 @@ def mutants_of(path: Path) -> list[Mutant]:
 
 def mutated_source(m: Mutant) -> str:
     """The module's source with mutant ``m`` applied."""
-    source = Path(m.path).read_text()
+    source = _source(m.path)
     tree = ast.parse(source)
     for i, (node, _what, action) in enumerate(_sites(tree, _skipped_lines(source))):
         if i == m.index:
@@ -321,7 +329,7 @@ def main(argv: list[str] | None = None) -> int:
                     {
                         "module": str(Path(m.path).relative_to(ROOT)),
                         "line": m.line,
-                        "code": _line(Path(m.path).read_text(), m.line),
+                        "code": _line(_source(m.path), m.line),
                         "mutation": m.what,
                         "outcome": o,
                     }
@@ -354,15 +362,12 @@ def _survivors_again(mutants: list[Mutant], report: Path, commit: str):
             ).stdout
             code = _line(old, r["line"])
         wanted.append((module, r["mutation"], code, r["line"], r))
-    sources: dict[str, str] = {}
     for module, what, code, line, r in wanted:
         path = str(ROOT / module)
-        if path not in sources:
-            sources[path] = Path(path).read_text()
         same = [
             m
             for m in mutants
-            if m.path == path and m.what == what and _line(sources[path], m.line) == code
+            if m.path == path and m.what == what and _line(_source(path), m.line) == code
         ]
         if not same:
             gone.append(r)
@@ -384,7 +389,7 @@ def _equivalents(path: Path) -> list[tuple[str, str, str]]:
 
 def _is_equivalent(m: Mutant, equivalent: list[tuple[str, str, str]]) -> bool:
     module = str(Path(m.path).relative_to(ROOT))
-    code = _line(Path(m.path).read_text(), m.line)
+    code = _line(_source(m.path), m.line)
     return any(module == e[0] and e[1] in code and m.what == e[2] for e in equivalent)
 
 

@@ -137,14 +137,12 @@ struct Row {
     segments: i32,
 }
 
-/// Where one chunk of a document goes: its row (of all batches) and segment, and per feature
-/// (in `Packer::parts`, `nf` entries from `part`) where its values start in the document, how
-/// many, and where they start in the row.
+/// Where one chunk of a document goes: its row (of all batches) and segment. Place `i`'s
+/// features are `Packer::parts[i * nf..(i + 1) * nf]`.
 struct Place {
     doc: usize,
     row: usize,
     segment: i32,
-    part: usize,
 }
 
 struct Packer<'a, 'b> {
@@ -152,7 +150,7 @@ struct Packer<'a, 'b> {
     cfg: &'b PackConfig,
     open: Vec<Row>,
     places: Vec<Place>,
-    /// `(start in the document, values, start in the row)` per placed chunk and feature.
+    /// `(start in the document, values, start in the row)` per place and feature.
     parts: Vec<(usize, usize, usize)>,
     out: Packed,
 }
@@ -248,17 +246,15 @@ impl<'a, 'b> Packer<'a, 'b> {
         };
         let open_row = &mut self.open[row];
         open_row.segments += 1;
+        // Amortised growth, refused (not aborted) when the memory is not there.
         self.places
             .try_reserve(1)
-            .map_err(|e| bad(format!("placements: {e}")))?;
-        self.parts
-            .try_reserve(part.len())
+            .and_then(|()| self.parts.try_reserve(part.len()))
             .map_err(|e| bad(format!("placements: {e}")))?;
         self.places.push(Place {
             doc,
             row: (self.out.batches - 1) * self.cfg.rows + row,
             segment: open_row.segments,
-            part: self.parts.len(),
         });
         for (f, &(start, n)) in part.iter().enumerate() {
             self.parts.push((start, n, open_row.used[f]));
@@ -313,8 +309,8 @@ impl<'a, 'b> Packer<'a, 'b> {
             outputs.zip(self.features.iter().zip(starts)).enumerate()
         {
             let (size, seq_len) = (feat.itemsize, self.cfg.seq_lens[f]);
-            for place in &self.places {
-                let (start, n, at) = self.parts[place.part + f];
+            let parts = self.parts.iter().skip(f).step_by(self.features.len());
+            for (place, &(start, n, at)) in self.places.iter().zip(parts) {
                 if n == 0 {
                     continue;
                 }

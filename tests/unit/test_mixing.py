@@ -110,3 +110,8 @@ def test_close_stops_every_source(tmp_path):
     mix.close()  # the iterator still alive: close alone must stop the sources
     assert not live()
     del it
+
+
+def test_a_negative_seed_is_refused_up_front(tmp_path):
+    with pytest.raises(ValueError, match="Mix: seed must be a non-negative int"):
+        jr.Mix(sources(tmp_path), [1, 1, 1], seed=-1)

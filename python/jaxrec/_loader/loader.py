@@ -19,7 +19,6 @@ import dataclasses
 import functools
 import hashlib
 import json
-import numbers
 import os
 import secrets
 import threading
@@ -43,7 +42,7 @@ from jaxrec._loader.packing import Pack, Packer
 from jaxrec._loader.pipeline import END, BatchInfo, Pipeline, RunSpec
 from jaxrec._loader.sharding import EpochPlan, HostShard, epoch_plan, host_shard
 from jaxrec._loader.shares import byte_deal, epoch_order, segment_shares
-from jaxrec._loader.shuffle import Layout
+from jaxrec._loader.shuffle import Layout, check_seed
 from jaxrec._loader.spans import DEFAULT_SPAN_BYTES, ranges_table
 from jaxrec._loader.state import LoaderPosition, check_config, load_state
 from jaxrec._loader.stats import Stats
@@ -216,13 +215,10 @@ class Loader:
         self.num_epochs = num_epochs
         self.drop_remainder = bool(drop_remainder)
         self.shuffle = bool(shuffle)
-        if seed is not None and (
-            isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0
-        ):
-            raise ValueError(f"seed must be a non-negative int or None, got {seed!r}")
-        self.seed = (secrets.randbits(63) if seed is None else int(seed)) if shuffle else None
-        # Random transforms draw from the seed with or without shuffling (0 if none is given).
-        self._transform_seed = int(seed) if seed is not None else None
+        seed = check_seed(seed)
+        self.seed = (secrets.randbits(63) if seed is None else seed) if shuffle else None
+        # Without shuffling, random transforms still draw from the seed given (0 if none).
+        self._unshuffled_seed = seed or 0
         self.shuffle_buffer = int(shuffle_buffer)
         self.sharding = sharding
         self.prefetch = max(1, int(prefetch))
@@ -510,7 +506,7 @@ class Loader:
             transforms=(
                 TransformChain(
                     self._transforms,
-                    self.seed if self.seed is not None else self._transform_seed,
+                    self.seed if self.shuffle else self._unshuffled_seed,
                     self.shard.index,
                 )
                 if self._transforms

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from jaxrec._loader.loader import Loader
+from jaxrec._loader.shuffle import check_seed
 from jaxrec.errors import JaxrecError
 
 __all__ = ["Mix"]
@@ -71,7 +72,9 @@ class Mix:
         if not np.isfinite(w).all() or (w <= 0).any():
             raise JaxrecError(f"Mix: weights must be positive, got {list(weights)}")
         self.weights = w / w.sum()
-        self.seed = int(seed)
+        if seed is None:
+            raise TypeError("Mix: seed must be a non-negative int, got None")
+        self.seed = int(check_seed(seed, "Mix: seed"))
         self.stop_on_empty = bool(stop_on_empty)
         self.step = 0
         self.active = [True] * len(self.sources)

@@ -19,7 +19,21 @@ import dataclasses
 
 import numpy as np
 
-__all__ = ["Layout", "window_order"]
+__all__ = ["Layout", "check_seed", "window_order"]
+
+
+def check_seed(seed: object, what: str = "seed") -> int | None:
+    """``seed`` as an int (None stays None).
+
+    Raises:
+        ValueError: not a non-negative int. numpy's seed sequences take no other, and would
+            refuse a negative one only at the first draw.
+    """
+    if seed is None:
+        return None
+    if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool) or seed < 0:
+        raise ValueError(f"{what} must be a non-negative int or None, got {seed!r}")
+    return int(seed)
 
 
 @dataclasses.dataclass(frozen=True)
