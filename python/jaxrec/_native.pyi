@@ -26,6 +26,7 @@ __all__ = [
     "ExampleParser",
     "Column",
     "ParsedBatch",
+    "ParseQueue",
 ]
 
 def masked_crc32c(data: bytes) -> int:
@@ -141,6 +142,20 @@ class ExampleParser:
     def parse_rows(
         self, chunks: list[Chunk], which: npt.NDArray[np.int64], rows: npt.NDArray[np.int64]
     ) -> ParsedBatch: ...
+
+@final
+class ParseQueue:
+    """Parses batches of records picked from chunks on native threads, taken by ticket."""
+
+    def __new__(cls, parser: ExampleParser, threads: int) -> ParseQueue: ...
+    def submit(
+        self, chunks: list[Chunk], which: npt.NDArray[np.int64], rows: npt.NDArray[np.int64]
+    ) -> int: ...
+    def result(
+        self, ticket: int, timeout: float | None = None
+    ) -> tuple[ParsedBatch, float] | None: ...
+    def __len__(self) -> int: ...
+    def close(self) -> None: ...
 
 def decode_image(
     data: bytes, channels: int = 3, format: str = "auto", max_pixels: int = ...

@@ -283,7 +283,12 @@ class ExampleParser:
         ``<name>_length`` (``<name>_steps`` for VarLen feature lists, whose ``<name>_length``
         holds the per-step lengths).
         """
-        parsed = self._native.parse_rows(chunks, which, rows)
+        return self._rows_dict(self._native.parse_rows(chunks, which, rows), chunks, which, rows)
+
+    def _rows_dict(
+        self, parsed: _native.ParsedBatch, chunks: list[_native.Chunk], which, rows
+    ) -> dict[str, np.ndarray]:
+        """The dict of :meth:`parse_rows` from its native result."""
         out: dict[str, np.ndarray] = {}
         self._columns(self._context, parsed.context, out, None)
         self._composites(self._context_spec, parsed.context, out, _in_chunks(chunks, which, rows))
@@ -294,6 +299,52 @@ class ExampleParser:
                 key = f"{spec.name}_steps" if spec.kind == KIND_VAR else length_key(spec.name)
                 out[key] = steps[spec.name].astype(np.int32)
         return out
+
+
+class RowsQueue:
+    """Parses batches of records picked from chunks on native threads (the Loader's path).
+
+    :meth:`submit` queues a batch (one call, no Python thread involved) and :meth:`result`
+    takes its :meth:`ExampleParser.parse_rows` dict; batches are taken in whatever order the
+    caller asks for them. See ``src/python/queue.rs``.
+
+    Args:
+        parser: the spec's parser.
+        threads: parse threads.
+    """
+
+    def __init__(self, parser: ExampleParser, threads: int) -> None:
+        self._parser = parser
+        self._queue = _native.ParseQueue(parser._native, threads)
+
+    def submit(self, chunks: list[_native.Chunk], which: np.ndarray, rows: np.ndarray) -> tuple:
+        """Queues the batch whose row ``i`` is record ``rows[i]`` of ``chunks[which[i]]``.
+
+        Returns:
+            its ticket, for :meth:`result`.
+        """
+        which = np.asarray(which, dtype=np.int64)
+        rows = np.asarray(rows, dtype=np.int64)
+        return self._queue.submit(chunks, which, rows), chunks, which, rows
+
+    def result(
+        self, ticket: tuple, timeout: float | None = None
+    ) -> tuple[dict[str, np.ndarray], float] | None:
+        """The batch's dict and the seconds its parse took; ``None`` if not ready in ``timeout``.
+
+        Raises:
+            ExampleParseError: the batch has a bad record (the error names it).
+        """
+        number, chunks, which, rows = ticket
+        got = self._queue.result(number, timeout)
+        if got is None:
+            return None
+        parsed, seconds = got
+        return self._parser._rows_dict(parsed, chunks, which, rows), seconds
+
+    def close(self) -> None:
+        """Drops queued batches and stops the threads."""
+        self._queue.close()
 
 
 def _in_batch(row: int) -> tuple[None, int, None]:

@@ -6,6 +6,7 @@ mod codecs;
 mod errors;
 mod pack;
 mod parser;
+mod queue;
 mod records;
 mod spec;
 
@@ -29,5 +30,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<parser::ExampleParser>()?;
     m.add_class::<parser::Column>()?;
     m.add_class::<parser::Parsed>()?;
+    m.add_class::<queue::ParseQueue>()?;
     Ok(())
 }

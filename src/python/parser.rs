@@ -12,7 +12,7 @@ use super::errors::skip_dict;
 use super::records::Chunk;
 use super::spec::{compile, FeatureArg};
 use crate::column::{self, ColumnData};
-use crate::error::{ErrorKind, Location, Skip};
+use crate::error::{ErrorKind, Location, Result, Skip};
 use crate::parse::spec::CompiledSpec;
 use crate::parse::{self, ParsedBatch};
 
@@ -143,6 +143,14 @@ pub(super) struct ExampleParser {
 }
 
 impl ExampleParser {
+    /// Parses `records` (no Python involved: callable from any thread).
+    pub(super) fn parse_records<'a>(&'a self, records: &[&'a [u8]]) -> Result<ParsedBatch<'a>> {
+        match &self.sequence {
+            None => parse::parse_examples(records, &self.context),
+            Some(seq) => parse::parse_sequence_examples(records, &self.context, seq),
+        }
+    }
+
     /// Parses `records` with the GIL released; `locate(row)` says where row `row` came from,
     /// so that errors and skip records name the record's file, index and offset rather than
     /// its row in the batch.
@@ -152,10 +160,17 @@ impl ExampleParser {
         records: &[&[u8]],
         locate: &dyn Fn(usize) -> Option<Location>,
     ) -> PyResult<Parsed> {
-        let parsed = py.detach(|| match &self.sequence {
-            None => parse::parse_examples(records, &self.context),
-            Some(seq) => parse::parse_sequence_examples(records, &self.context, seq),
-        });
+        let parsed = py.detach(|| self.parse_records(records));
+        self.to_py(py, parsed, locate)
+    }
+
+    /// A parse's result as Python objects (its error relocated with `locate`).
+    pub(super) fn to_py(
+        &self,
+        py: Python<'_>,
+        parsed: Result<ParsedBatch<'_>>,
+        locate: &dyn Fn(usize) -> Option<Location>,
+    ) -> PyResult<Parsed> {
         let ParsedBatch { context, sequence } = parsed.map_err(|e| e.relocate(locate))?;
         let columns = |cols: Vec<column::Column<'_>>, spec: Option<&CompiledSpec>| {
             let out = PyList::empty(py);
@@ -170,6 +185,31 @@ impl ExampleParser {
             sequence: columns(sequence, self.sequence.as_ref())?,
         })
     }
+}
+
+/// Checks `which`/`rows` against `chunks`: row i is record `rows[i]` of `chunks[which[i]]`.
+pub(super) fn picks(
+    chunks: &[&Chunk],
+    which: &[i64],
+    rows: &[i64],
+) -> PyResult<Vec<(usize, usize)>> {
+    if which.len() != rows.len() {
+        return Err(PyValueError::new_err(
+            "which and rows must have the same length",
+        ));
+    }
+    which
+        .iter()
+        .zip(rows)
+        .map(|(&c, &r)| {
+            let chunk = usize::try_from(c).ok().filter(|&c| c < chunks.len());
+            let row = usize::try_from(r).ok();
+            match (chunk, row) {
+                (Some(c), Some(row)) if row < chunks[c].inner.len() => Ok((c, row)),
+                _ => Err(PyIndexError::new_err(format!("no record {r} in chunk {c}"))),
+            }
+        })
+        .collect()
 }
 
 #[pymethods]
@@ -210,25 +250,13 @@ impl ExampleParser {
         which: PyReadonlyArray1<'py, i64>,
         rows: PyReadonlyArray1<'py, i64>,
     ) -> PyResult<Parsed> {
-        let (which, rows) = (which.as_slice()?, rows.as_slice()?);
-        if which.len() != rows.len() {
-            return Err(PyValueError::new_err(
-                "which and rows must have the same length",
-            ));
-        }
-        let mut slices = Vec::with_capacity(rows.len());
-        let mut origins = Vec::with_capacity(rows.len());
-        for (&c, &r) in which.iter().zip(rows) {
-            let chunk = usize::try_from(c).ok().and_then(|c| chunks.get(c));
-            let row = usize::try_from(r).ok();
-            match (chunk, row) {
-                (Some(chunk), Some(row)) if row < chunk.inner.len() => {
-                    slices.push(chunk.inner.record(row));
-                    origins.push((chunk, row));
-                }
-                _ => return Err(PyIndexError::new_err(format!("no record {r} in chunk {c}"))),
-            }
-        }
+        let refs: Vec<&Chunk> = chunks.iter().map(|c| &**c).collect();
+        let picks = picks(&refs, which.as_slice()?, rows.as_slice()?)?;
+        let slices: Vec<&[u8]> = picks
+            .iter()
+            .map(|&(c, r)| refs[c].inner.record(r))
+            .collect();
+        let origins: Vec<(&Chunk, usize)> = picks.iter().map(|&(c, r)| (refs[c], r)).collect();
         self.run(py, &slices, &|i| {
             origins.get(i).and_then(|(chunk, row)| chunk.location(*row))
         })

@@ -49,7 +49,7 @@ from jaxrec._loader.stats import Stats
 from jaxrec._loader.stream import EpochStream
 from jaxrec._loader.transforms import MapTransform, RandomMapTransform, TransformChain
 from jaxrec._loader.windows import WindowStage, check_pod
-from jaxrec._parse import ExampleParser
+from jaxrec._parse import ExampleParser, RowsQueue
 from jaxrec._spec import KIND_FIXED, CompiledFeature
 from jaxrec.errors import (
     FeatureSpecError,
@@ -502,6 +502,7 @@ class Loader:
             start=self._position,
             open_segment=self._open_segment,
             parse=self._timed_parse,
+            parse_queue=functools.partial(RowsQueue, self.parser),
             finish=self._finish,
             transforms=(
                 TransformChain(

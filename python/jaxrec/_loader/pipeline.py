@@ -129,6 +129,9 @@ class RunSpec:
         open_segment: the stream (on the run's pool) and the plan of the segment of an epoch
             that a position is in.
         parse: parses ``(chunks, which, rows)`` into arrays (on the pool).
+        parse_queue: makes a queue (:class:`jaxrec._parse.RowsQueue`) that parses batches on
+            ``num_threads`` native threads, the path without transforms (``None``: ``parse``
+            on the pool).
         finish: pads ``(parsed or None, real rows)`` to a batch with a mask.
         transforms: the user's transforms (``None``: none); with them each batch is parsed,
             padded and transformed in one job on the pool.
@@ -147,6 +150,7 @@ class RunSpec:
         [LoaderPosition, concurrent.futures.Executor], tuple[EpochStream, EpochPlan | None]
     ]
     parse: Callable[..., dict[str, np.ndarray]]
+    parse_queue: Callable[[int], Any] | None
     finish: Callable[[dict[str, np.ndarray] | None, int], dict[str, Any]]
     transforms: TransformChain | None
     pack: Callable[[LoaderPosition], Any] | None
@@ -180,6 +184,12 @@ class Pipeline:
         self.inflight: queue.Queue = queue.Queue(maxsize=spec.num_threads + spec.prefetch)
         self.out: queue.Queue = queue.Queue(maxsize=spec.prefetch)
         self.stage = spec.pack(spec.start) if spec.pack is not None else None
+        # Batches without transforms are parsed on native threads: a job on the pool costs the
+        # GIL several times per batch (submit, the worker's queue, the future), and every such
+        # moment is one the other threads wait for.
+        self.parses = None
+        if spec.parse_queue is not None and spec.transforms is None:
+            self.parses = spec.parse_queue(spec.num_threads)
         self.packed: collections.deque = collections.deque()  # packed, not yet taken
         # Without devices to feed, the consumer finishes batches itself: one thread and one
         # queue hop less per batch.
@@ -273,6 +283,8 @@ class Pipeline:
                         job = None
                         if s.transforms is not None:
                             job = self.pool.submit(self._prepare, *part, info)
+                        elif real and self.parses is not None:
+                            job = self.parses.submit(*part)
                         elif real:
                             job = self.pool.submit(s.parse, *part)
                         if not self._put(self.inflight, (job, real, after, info)):
@@ -310,8 +322,24 @@ class Pipeline:
             batch = job.result()
             s.transforms.check(batch, info.epoch, info.index_in_epoch)
             return batch, position, info
-        parsed = job.result() if job is not None else None
+        if job is None:
+            parsed = None
+        elif self.parses is not None:
+            parsed = self._parsed(job)
+        else:
+            parsed = job.result()
         return s.finish(parsed, real), position, info
+
+    def _parsed(self, ticket: Any) -> dict[str, np.ndarray]:
+        """Waits for a batch of the parse queue (giving up if the run is stopped)."""
+        assert self.parses is not None
+        while not self._stop.is_set():
+            got = self.parses.result(ticket, _POLL)
+            if got is not None:
+                parsed, seconds = got
+                self.spec.stats.add(parse_seconds=seconds)
+                return parsed
+        raise JaxrecError("the loader was stopped while a batch was being parsed")
 
     def _feed(self) -> None:
         s = self.spec
@@ -382,6 +410,8 @@ class Pipeline:
                 stacklevel=2,
             )
         self.pool.shutdown(wait=not stuck, cancel_futures=True)
+        if self.parses is not None:
+            self.parses.close()
         # Drop queued batches (and with them the chunks they reference).
         for q in (self.inflight, self.out):
             while True:

@@ -1,0 +1,317 @@
+//! [`ParseQueue`]: the Loader's batch parses on native threads, handed back in any order asked.
+//!
+//! A parse job on a Python thread pool costs the GIL several times per batch (the submit, the
+//! worker's queue, the future's result and its condition variables), and with two cores every
+//! such moment is one the other threads wait for. Here Python makes one call to submit a batch
+//! (the records it picks from which chunks) and one to take its columns; the parse runs on the
+//! queue's own threads and touches no Python object.
+//!
+//! ```text
+//! submit(chunks, which, rows) -> ticket   (checks the picks, queues the job; GIL held briefly)
+//!   worker threads                         (parse with no GIL; the result waits by ticket)
+//! result(ticket, timeout)                  (waits with the GIL released, then makes the
+//!                                           numpy columns: the one step that needs Python)
+//! close()                                  (drops what is queued, joins the threads)
+//! ```
+//!
+//! Which records form a batch, and in which order batches are taken, is the caller's: the
+//! queue adds no ordering of its own, so nothing depends on which thread parsed what.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use numpy::PyReadonlyArray1;
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::prelude::*;
+
+use super::parser::{picks, ExampleParser, Parsed};
+use super::records::Chunk;
+use crate::error::{Error, Result};
+use crate::parse::ParsedBatch;
+
+/// One batch to parse: row i is record `picks[i].1` of `chunks[picks[i].0]`.
+struct Job {
+    ticket: u64,
+    chunks: Vec<Py<Chunk>>,
+    picks: Vec<(usize, usize)>,
+}
+
+/// A finished parse, waiting for its ticket to be asked for.
+struct Done {
+    /// Borrows from `chunks`' buffers and from the parser's spec (see [`parse_job`]); declared
+    /// first so that it is dropped before them.
+    parsed: Result<ParsedBatch<'static>>,
+    chunks: Vec<Py<Chunk>>,
+    picks: Vec<(usize, usize)>,
+    seconds: f64,
+}
+
+#[derive(Default)]
+struct State {
+    todo: VecDeque<Job>,
+    done: HashMap<u64, Done>,
+    /// Tickets handed out and not yet taken back by `result`.
+    open: HashSet<u64>,
+    next_ticket: u64,
+    closed: bool,
+}
+
+struct Shared {
+    parser: Py<ExampleParser>,
+    state: Mutex<State>,
+    /// Signalled when a job is queued or the queue closes.
+    work: Condvar,
+    /// Signalled when a job is done or the queue closes.
+    finished: Condvar,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A worker cannot panic while holding the lock (no code in those sections can), so a
+        // poisoned lock still holds a consistent state.
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// Parses one job. The result borrows the records from the job's chunks and the defaults
+/// from the parser's spec; it is stored with the chunks' references (see [`Done`]).
+fn parse_job(parser: &ExampleParser, job: &Job) -> Result<ParsedBatch<'static>> {
+    let records: Vec<&[u8]> = job
+        .picks
+        .iter()
+        .map(|&(c, r)| job.chunks[c].get().inner.record(r))
+        .collect();
+    let parsed = parser.parse_records(&records);
+    // SAFETY: the borrowed bytes live in heap buffers owned by the `Chunk` objects of
+    // `job.chunks` (an `Arc<Vec<u8>>` each, never mutated or moved while shared) and in the
+    // frozen `ExampleParser` object that `Shared::parser` keeps alive. `Done` keeps every
+    // chunk reference next to the result and drops the result first, and `Shared` outlives
+    // every `Done`; so the bytes outlive every use of the result.
+    unsafe { std::mem::transmute::<Result<ParsedBatch<'_>>, Result<ParsedBatch<'static>>>(parsed) }
+}
+
+fn work(shared: Arc<Shared>) {
+    let parser = shared.parser.get();
+    loop {
+        let job = {
+            let mut st = shared.lock();
+            loop {
+                if st.closed {
+                    return;
+                }
+                if let Some(job) = st.todo.pop_front() {
+                    break job;
+                }
+                st = shared
+                    .work
+                    .wait(st)
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+            }
+        };
+        let t0 = Instant::now();
+        // A panic in the parser must not kill the thread silently and hang the consumer: it
+        // becomes the batch's error.
+        let parsed =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| parse_job(parser, &job)))
+                .unwrap_or_else(|_| Err(Error::internal("the parser panicked on this batch")));
+        let done = Done {
+            parsed,
+            chunks: job.chunks,
+            picks: job.picks,
+            seconds: t0.elapsed().as_secs_f64(),
+        };
+        let mut st = shared.lock();
+        if st.closed {
+            // Dropped here, without the GIL: pyo3 defers the chunks' decrefs until it is held.
+            return;
+        }
+        st.done.insert(job.ticket, done);
+        drop(st);
+        shared.finished.notify_all();
+    }
+}
+
+/// Parses batches of records picked from chunks on `threads` native threads.
+#[pyclass(module = "jaxrec._native", frozen)]
+pub(super) struct ParseQueue {
+    shared: Arc<Shared>,
+    workers: Mutex<Vec<JoinHandle<()>>>,
+}
+
+#[pymethods]
+impl ParseQueue {
+    #[new]
+    fn new(parser: Py<ExampleParser>, threads: usize) -> PyResult<Self> {
+        if threads == 0 {
+            return Err(PyValueError::new_err(
+                "a ParseQueue needs at least one thread",
+            ));
+        }
+        let shared = Arc::new(Shared {
+            parser,
+            state: Mutex::new(State::default()),
+            work: Condvar::new(),
+            finished: Condvar::new(),
+        });
+        let mut workers = Vec::with_capacity(threads);
+        for i in 0..threads {
+            let s = Arc::clone(&shared);
+            let handle = std::thread::Builder::new()
+                .name(format!("jaxrec-parse-{i}"))
+                .spawn(move || work(s))
+                .map_err(|e| PyRuntimeError::new_err(format!("cannot start a thread: {e}")))?;
+            workers.push(handle);
+        }
+        Ok(ParseQueue {
+            shared,
+            workers: Mutex::new(workers),
+        })
+    }
+
+    /// Queues the batch whose row i is record `rows[i]` of `chunks[which[i]]`; returns its
+    /// ticket.
+    ///
+    /// Raises:
+    ///     IndexError: a pick names no record of the chunks.
+    ///     RuntimeError: the queue is closed.
+    fn submit<'py>(
+        &self,
+        chunks: Vec<Bound<'py, Chunk>>,
+        which: PyReadonlyArray1<'py, i64>,
+        rows: PyReadonlyArray1<'py, i64>,
+    ) -> PyResult<u64> {
+        let refs: Vec<&Chunk> = chunks.iter().map(Bound::get).collect();
+        let picks = picks(&refs, which.as_slice()?, rows.as_slice()?)?;
+        let chunks: Vec<Py<Chunk>> = chunks.into_iter().map(Bound::unbind).collect();
+        let mut st = self.shared.lock();
+        if st.closed {
+            return Err(PyRuntimeError::new_err("the ParseQueue is closed"));
+        }
+        let ticket = st.next_ticket;
+        st.next_ticket += 1;
+        st.open.insert(ticket);
+        st.todo.push_back(Job {
+            ticket,
+            chunks,
+            picks,
+        });
+        drop(st);
+        self.shared.work.notify_one();
+        Ok(ticket)
+    }
+
+    /// The parsed batch of `ticket` and the seconds its parse took, waiting for it at most
+    /// `timeout` seconds (`None`: as long as it takes); `None` if it is not ready by then.
+    ///
+    /// Raises:
+    ///     jaxrec.errors.JaxrecError: the batch's parse failed (naming the record's file,
+    ///         index and offset).
+    ///     ValueError: the ticket was never handed out, or its result was already taken.
+    ///     RuntimeError: the queue is closed.
+    #[pyo3(signature = (ticket, timeout=None))]
+    fn result(
+        &self,
+        py: Python<'_>,
+        ticket: u64,
+        timeout: Option<f64>,
+    ) -> PyResult<Option<(Parsed, f64)>> {
+        let shared = &self.shared;
+        let deadline = timeout.map(|t| Instant::now() + Duration::from_secs_f64(t.max(0.0)));
+        let done = py.detach(|| -> PyResult<Option<Done>> {
+            let mut st = shared.lock();
+            loop {
+                if st.closed {
+                    return Err(PyRuntimeError::new_err("the ParseQueue is closed"));
+                }
+                if !st.open.contains(&ticket) {
+                    return Err(PyValueError::new_err(format!(
+                        "ticket {ticket} is not waiting for its result"
+                    )));
+                }
+                if let Some(done) = st.done.remove(&ticket) {
+                    st.open.remove(&ticket);
+                    return Ok(Some(done));
+                }
+                st = match deadline {
+                    None => shared
+                        .finished
+                        .wait(st)
+                        .unwrap_or_else(std::sync::PoisonError::into_inner),
+                    Some(d) => {
+                        let left = d.saturating_duration_since(Instant::now());
+                        if left.is_zero() {
+                            return Ok(None);
+                        }
+                        shared
+                            .finished
+                            .wait_timeout(st, left)
+                            .unwrap_or_else(std::sync::PoisonError::into_inner)
+                            .0
+                    }
+                };
+            }
+        })?;
+        let Some(done) = done else { return Ok(None) };
+        let Done {
+            parsed,
+            chunks,
+            picks,
+            seconds,
+        } = done;
+        let locate = |i: usize| {
+            let &(c, r) = picks.get(i)?;
+            chunks[c].get().location(r)
+        };
+        let out = shared.parser.get().to_py(py, parsed, &locate)?;
+        Ok(Some((out, seconds)))
+    }
+
+    /// Batches submitted and not yet taken.
+    fn __len__(&self) -> usize {
+        self.shared.lock().open.len()
+    }
+
+    /// Drops every queued and finished batch and joins the threads (each finishes the batch
+    /// it is parsing). Idempotent.
+    fn close(&self, py: Python<'_>) {
+        let (todo, done) = {
+            let mut st = self.shared.lock();
+            st.closed = true;
+            st.open.clear();
+            (std::mem::take(&mut st.todo), std::mem::take(&mut st.done))
+        };
+        self.shared.work.notify_all();
+        self.shared.finished.notify_all();
+        let workers = std::mem::take(
+            &mut *self
+                .workers
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        );
+        py.detach(|| {
+            for w in workers {
+                // A worker's panic was caught per batch; a join error leaves nothing to undo.
+                let _ = w.join();
+            }
+        });
+        drop((todo, done)); // with the GIL: the chunks' references go at once
+    }
+}
+
+impl Drop for ParseQueue {
+    fn drop(&mut self) {
+        // Collected without close(): stop the threads (they exit after their current batch;
+        // not joined here, a collection must not block).
+        let mut st = self.shared.lock();
+        st.closed = true;
+        st.todo.clear();
+        st.done.clear();
+        drop(st);
+        self.shared.work.notify_all();
+        self.shared.finished.notify_all();
+    }
+}
