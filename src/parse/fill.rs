@@ -110,6 +110,13 @@ pub(super) fn fill_fixed<'a, T: Zero, D: Decode<'a, T>>(
     let n = ctx.cfg.n;
     let mut out: Vec<T> = ctx.alloc(found.len(), n, T::zero())?;
     for (row, f) in found.iter().enumerate() {
+        if n == 1 {
+            // Scalars (most features of tabular data) in their usual form: one step.
+            if let Some(v) = f.and_then(D::one) {
+                out[row] = v;
+                continue;
+            }
+        }
         // In bounds: `out` holds found.len() * n values (checked when allocated).
         let dst = &mut out[row * n..(row + 1) * n];
         // A Feature with no list set counts as missing in an Example (as in TensorFlow); in a

@@ -136,6 +136,14 @@ impl FloatOut for bf16 {
 pub(super) trait Decode<'a, T> {
     fn decode(list: &'a [u8], out: &mut [T]) -> std::result::Result<usize, DecodeError>;
     fn count(list: &'a [u8]) -> std::result::Result<usize, DecodeError>;
+
+    /// The one value of a whole `Feature` message in the form writers give a one-value list
+    /// (one packed block of one value), read without splitting the message and the list;
+    /// `None` for anything else, which then takes the general path (and its errors).
+    #[inline(always)]
+    fn one(_feature: &'a [u8]) -> Option<T> {
+        None
+    }
 }
 
 /// `Int64List`: packed varints (any number of blocks) or single varint fields.
@@ -167,6 +175,25 @@ impl<'a, T: IntOut> Decode<'a, T> for Int64Decoder {
             }
         }
         Ok(n)
+    }
+
+    #[inline(always)]
+    fn one(feature: &'a [u8]) -> Option<T> {
+        // int64_list (field 3) { packed block (field 1) { one varint } }: 1a L 0a L-2 v..v,
+        // with the varint ending exactly at the message's end.
+        match *feature {
+            [0x1a, l1, 0x0a, l2, ref v @ ..]
+                if usize::from(l1) == v.len() + 2 && usize::from(l2) == v.len() =>
+            {
+                let mut p = 0;
+                let value = read_varint(v, &mut p)?;
+                if p != v.len() {
+                    return None;
+                }
+                T::from_i64(value as i64)
+            }
+            _ => None,
+        }
     }
 
     fn count(list: &'a [u8]) -> std::result::Result<usize, DecodeError> {
@@ -302,6 +329,17 @@ fn decode_packed_varints<T: IntOut>(
 }
 
 impl<'a, T: FloatOut> Decode<'a, T> for FloatDecoder {
+    #[inline(always)]
+    fn one(feature: &'a [u8]) -> Option<T> {
+        // float_list (field 2) { packed block (field 1) { one f32 } }: 12 06 0a 04 f f f f.
+        match *feature {
+            [0x12, 0x06, 0x0a, 0x04, a, b, c, d] => {
+                Some(T::from_f32(f32::from_le_bytes([a, b, c, d])))
+            }
+            _ => None,
+        }
+    }
+
     #[inline]
     fn decode(list: &'a [u8], out: &mut [T]) -> std::result::Result<usize, DecodeError> {
         let mut n = 0usize;

@@ -87,7 +87,7 @@ impl<'a> KeyCache<'a> {
     #[inline]
     fn slot(&mut self, position: usize, key: &'a [u8], spec: &CompiledSpec) -> Option<usize> {
         if let Some(&(seen, slot)) = self.by_position.get(position) {
-            if seen == key {
+            if same_key(seen, key) {
                 return slot;
             }
         }
@@ -97,6 +97,25 @@ impl<'a> KeyCache<'a> {
             None => self.by_position.push((key, slot)),
         }
         slot
+    }
+}
+
+/// `a == b`, without a call to `memcmp` (or `memcpy`) for the short keys features have
+/// ("label", "f12"): the call cost more than the comparison, once per feature of every record.
+#[inline(always)]
+fn same_key(a: &[u8], b: &[u8]) -> bool {
+    let len = a.len();
+    if len != b.len() {
+        return false;
+    }
+    let u32_at = |k: &[u8], i: usize| u32::from_le_bytes([k[i], k[i + 1], k[i + 2], k[i + 3]]);
+    match len {
+        0 => true,
+        // Bytes 0, len / 2 and len - 1 are every byte of a key of 1 to 3 bytes.
+        1..=3 => a[0] == b[0] && a[len / 2] == b[len / 2] && a[len - 1] == b[len - 1],
+        // Two overlapping 4-byte words cover 4 to 8 bytes.
+        4..=8 => u32_at(a, 0) == u32_at(b, 0) && u32_at(a, len - 4) == u32_at(b, len - 4),
+        _ => a == b,
     }
 }
 
@@ -130,4 +149,34 @@ pub(super) fn scan_record<'a>(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::same_key;
+
+    /// Against `==` on every pair of keys up to 10 bytes over a small alphabet (so that keys
+    /// that differ in one byte anywhere, or only in length, are all there).
+    #[test]
+    fn same_key_is_slice_equality() {
+        let mut keys: Vec<Vec<u8>> = vec![Vec::new()];
+        for len in 1..=10usize {
+            for i in 0..3usize.pow(len.min(4) as u32) {
+                let mut k = vec![b'a'; len];
+                let mut x = i;
+                for j in 0..len.min(4) {
+                    // The varying bytes at both ends and the middle.
+                    let at = [0, len - 1, len / 2, len / 3][j];
+                    k[at] = b"abc"[x % 3];
+                    x /= 3;
+                }
+                keys.push(k);
+            }
+        }
+        for a in &keys {
+            for b in &keys {
+                assert_eq!(same_key(a, b), a == b, "{a:?} {b:?}");
+            }
+        }
+    }
 }
