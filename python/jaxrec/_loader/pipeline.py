@@ -3,9 +3,11 @@
 ::
 
     planner thread   epoch streams -> groups of batches of record handles; submits one parse
-        │            job per batch to the pool; reads run ahead on the pool too
-    pool (N threads) native reads and parses, GIL released (with transforms: parse, pad
-        │            and the user's transforms in one job per batch)
+        │            per batch; reads run ahead on the pool
+    parse queue      (without transforms) N native threads parse each batch with no Python
+        │            object (jaxrec._parse.RowsQueue): one call submits, one takes the columns
+    pool (N threads) native reads, GIL released (with transforms: parse, pad and the user's
+        │            transforms in one job per batch)
     feeder thread    (with a sharding) in order: pad + mask, jax.device_put, ``prefetch`` ahead
         │
     consumer         ``for batch in loader`` (without a sharding it pads and masks itself)
