@@ -574,13 +574,8 @@ mod tests {
             decode_packed_varints(block, &mut out, &mut n)?;
             Ok((out, n))
         }
-        let mut state = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
+        let mut rng = crate::parse::oracle_tests::Rng(0x9e37_79b9_7f4a_7c15);
+        let mut next = move || rng.next();
         for case in 0..20_000 {
             let mut block = Vec::new();
             let values = (next() % 200) as usize;

@@ -16,11 +16,12 @@ use crate::dtype::OutDType;
 use crate::wire::{write_varint, Wire};
 use half::bf16;
 
-/// A small deterministic generator (xorshift64*): the same batches on every run.
-struct Rng(u64);
+/// A small deterministic generator (xorshift64*): the same batches on every run. The parser's
+/// other randomized tests draw from it too.
+pub(super) struct Rng(pub(super) u64);
 
 impl Rng {
-    fn next(&mut self) -> u64 {
+    pub(super) fn next(&mut self) -> u64 {
         self.0 ^= self.0 >> 12;
         self.0 ^= self.0 << 25;
         self.0 ^= self.0 >> 27;

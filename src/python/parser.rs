@@ -212,6 +212,16 @@ pub(super) fn picks(
         .collect()
 }
 
+/// Where row `i` of a batch of `picks` from `chunks` came from (its file, index, offset).
+pub(super) fn pick_location(
+    chunks: &[&Chunk],
+    picks: &[(usize, usize)],
+    i: usize,
+) -> Option<Location> {
+    let &(c, r) = picks.get(i)?;
+    chunks.get(c)?.location(r)
+}
+
 #[pymethods]
 impl ExampleParser {
     /// Compiles `features` (and `sequence_features`, for SequenceExamples): lists of
@@ -256,9 +266,6 @@ impl ExampleParser {
             .iter()
             .map(|&(c, r)| refs[c].inner.record(r))
             .collect();
-        let origins: Vec<(&Chunk, usize)> = picks.iter().map(|&(c, r)| (refs[c], r)).collect();
-        self.run(py, &slices, &|i| {
-            origins.get(i).and_then(|(chunk, row)| chunk.location(*row))
-        })
+        self.run(py, &slices, &|i| pick_location(&refs, &picks, i))
     }
 }

@@ -26,7 +26,7 @@ use numpy::PyReadonlyArray1;
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 
-use super::parser::{picks, ExampleParser, Parsed};
+use super::parser::{pick_location, picks, ExampleParser, Parsed};
 use super::records::Chunk;
 use crate::error::{Error, Result};
 use crate::parse::ParsedBatch;
@@ -74,6 +74,19 @@ impl Shared {
         self.state
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Closes the queue and wakes every waiter; returns what was queued and finished, for the
+    /// caller to drop (with the GIL, where it has it: they hold chunk references).
+    fn shut(&self) -> (VecDeque<Job>, HashMap<u64, Done>) {
+        let mut st = self.lock();
+        st.closed = true;
+        st.open.clear();
+        let left = (std::mem::take(&mut st.todo), std::mem::take(&mut st.done));
+        drop(st);
+        self.work.notify_all();
+        self.finished.notify_all();
+        left
     }
 }
 
@@ -262,11 +275,11 @@ impl ParseQueue {
             picks,
             seconds,
         } = done;
-        let locate = |i: usize| {
-            let &(c, r) = picks.get(i)?;
-            chunks[c].get().location(r)
-        };
-        let out = shared.parser.get().to_py(py, parsed, &locate)?;
+        let refs: Vec<&Chunk> = chunks.iter().map(Py::get).collect();
+        let out = shared
+            .parser
+            .get()
+            .to_py(py, parsed, &|i| pick_location(&refs, &picks, i))?;
         Ok(Some((out, seconds)))
     }
 
@@ -278,14 +291,7 @@ impl ParseQueue {
     /// Drops every queued and finished batch and joins the threads (each finishes the batch
     /// it is parsing). Idempotent.
     fn close(&self, py: Python<'_>) {
-        let (todo, done) = {
-            let mut st = self.shared.lock();
-            st.closed = true;
-            st.open.clear();
-            (std::mem::take(&mut st.todo), std::mem::take(&mut st.done))
-        };
-        self.shared.work.notify_all();
-        self.shared.finished.notify_all();
+        let left = self.shared.shut();
         let workers = std::mem::take(
             &mut *self
                 .workers
@@ -298,20 +304,14 @@ impl ParseQueue {
                 let _ = w.join();
             }
         });
-        drop((todo, done)); // with the GIL: the chunks' references go at once
+        drop(left); // with the GIL: the chunks' references go at once
     }
 }
 
 impl Drop for ParseQueue {
     fn drop(&mut self) {
         // Collected without close(): stop the threads (they exit after their current batch;
-        // not joined here, a collection must not block).
-        let mut st = self.shared.lock();
-        st.closed = true;
-        st.todo.clear();
-        st.done.clear();
-        drop(st);
-        self.shared.work.notify_all();
-        self.shared.finished.notify_all();
+        // not joined here, a collection must not block). A collection holds the GIL.
+        drop(self.shared.shut());
     }
 }

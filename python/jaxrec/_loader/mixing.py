@@ -74,7 +74,7 @@ class Mix:
         self.weights = w / w.sum()
         if seed is None:
             raise TypeError("Mix: seed must be a non-negative int, got None")
-        self.seed = int(check_seed(seed, "Mix: seed"))
+        self.seed = check_seed(seed, "Mix: seed")
         self.stop_on_empty = bool(stop_on_empty)
         self.step = 0
         self.active = [True] * len(self.sources)

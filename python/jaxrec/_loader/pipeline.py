@@ -130,10 +130,10 @@ class RunSpec:
         start: where to start.
         open_segment: the stream (on the run's pool) and the plan of the segment of an epoch
             that a position is in.
-        parse: parses ``(chunks, which, rows)`` into arrays (on the pool).
-        parse_queue: makes a queue (:class:`jaxrec._parse.RowsQueue`) that parses batches on
-            ``num_threads`` native threads, the path without transforms (``None``: ``parse``
-            on the pool).
+        parse: parses ``(chunks, which, rows)`` into arrays (with transforms, in their job on
+            the pool).
+        parse_queue: makes the queue (:class:`jaxrec._parse.RowsQueue`) that parses batches on
+            ``num_threads`` native threads (without transforms).
         finish: pads ``(parsed or None, real rows)`` to a batch with a mask.
         transforms: the user's transforms (``None``: none); with them each batch is parsed,
             padded and transformed in one job on the pool.
@@ -152,7 +152,7 @@ class RunSpec:
         [LoaderPosition, concurrent.futures.Executor], tuple[EpochStream, EpochPlan | None]
     ]
     parse: Callable[..., dict[str, np.ndarray]]
-    parse_queue: Callable[[int], Any] | None
+    parse_queue: Callable[[int], Any]
     finish: Callable[[dict[str, np.ndarray] | None, int], dict[str, Any]]
     transforms: TransformChain | None
     pack: Callable[[LoaderPosition], Any] | None
@@ -189,9 +189,7 @@ class Pipeline:
         # Batches without transforms are parsed on native threads: a job on the pool costs the
         # GIL several times per batch (submit, the worker's queue, the future), and every such
         # moment is one the other threads wait for.
-        self.parses = None
-        if spec.parse_queue is not None and spec.transforms is None:
-            self.parses = spec.parse_queue(spec.num_threads)
+        self.parses = spec.parse_queue(spec.num_threads) if spec.transforms is None else None
         self.packed: collections.deque = collections.deque()  # packed, not yet taken
         # Without devices to feed, the consumer finishes batches itself: one thread and one
         # queue hop less per batch.
@@ -285,10 +283,8 @@ class Pipeline:
                         job = None
                         if s.transforms is not None:
                             job = self.pool.submit(self._prepare, *part, info)
-                        elif real and self.parses is not None:
-                            job = self.parses.submit(*part)
                         elif real:
-                            job = self.pool.submit(s.parse, *part)
+                            job = self.parses.submit(*part)
                         if not self._put(self.inflight, (job, real, after, info)):
                             return
                         done += 1
@@ -324,12 +320,7 @@ class Pipeline:
             batch = job.result()
             s.transforms.check(batch, info.epoch, info.index_in_epoch)
             return batch, position, info
-        if job is None:
-            parsed = None
-        elif self.parses is not None:
-            parsed = self._parsed(job)
-        else:
-            parsed = job.result()
+        parsed = self._parsed(job) if job is not None else None
         return s.finish(parsed, real), position, info
 
     def _parsed(self, ticket: Any) -> dict[str, np.ndarray]:
