@@ -252,15 +252,21 @@ def test_run_timeout_stops_the_workers_and_cleans_up(tmp_path, fake_gcloud):
 
 # --- simulate_pod.py ---------------------------------------------------------------------
 
+# Gloo logs to the same stdout from its own threads, a piece at a time, so its lines and ours can
+# cut into each other (seen about 1 run in 30 under load: "[host 0] POD[Gloo] Rank 0 is ..." and
+# "[host 1] [Gloo] Rank POD [1, 2, ...]"). So the POD line goes out in one write (print() writes
+# its arguments, separator and newline one by one), and the test looks for it anywhere in the
+# host's lines: from "POD " to the newline it is whole.
 PROBE = """
-import json
+import json, sys
 import jax
 jax.distributed.initialize()  # no arguments: JAX finds the pod in the environment
 import numpy as np
 from jax.experimental import multihost_utils
 ids = np.asarray(multihost_utils.process_allgather(np.int32(jax.process_index()))).ravel()
-print("POD", json.dumps([jax.process_index(), jax.process_count(), jax.local_device_count(),
-                         jax.device_count(), ids.tolist()]))
+pod = [jax.process_index(), jax.process_count(), jax.local_device_count(), jax.device_count(),
+       ids.tolist()]
+sys.stdout.write("POD " + json.dumps(pod) + "\\n")
 """
 
 
@@ -269,7 +275,8 @@ def test_hosts_join_one_pod(pod, hosts):
     run = pod(hosts, [sys.executable, "-c", PROBE], devices=2, timeout=120)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     for i in range(hosts):
-        (line,) = [x for x in run.stdout.splitlines() if x.startswith(f"[host {i}] POD ")]
+        mine = [x for x in run.stdout.splitlines() if x.startswith(f"[host {i}] ")]
+        (line,) = [x for x in mine if "POD " in x]
         assert json.loads(line.split("POD ", 1)[1]) == [i, hosts, 2, 2 * hosts, list(range(hosts))]
         assert f"host {i}  exit 0" in run.stderr
     assert run.stderr.rstrip().endswith("simulate_pod: exit status 0")
