@@ -138,11 +138,11 @@ class ExampleParser:
             with self._lock:
                 self.truncated[name] = self.truncated.get(name, 0) + truncated
 
-    def _count_skips(self, name: str, col: _native.Column) -> None:
-        if col.skipped:
+    def _count_skips(self, name: str, skipped: int, skips: list[dict[str, Any]]) -> None:
+        if skipped:
             with self._lock:
-                self.skipped[name] = self.skipped.get(name, 0) + col.skipped
-                kept = col.skips[: _MAX_KEPT_SKIPS - len(self.skips)]
+                self.skipped[name] = self.skipped.get(name, 0) + skipped
+                kept = skips[: _MAX_KEPT_SKIPS - len(self.skips)]
                 self.skips += kept
                 self.skip_errors += [
                     f"feature {name!r}, record {s['row']} of the batch: {s['reason']}" for s in kept
@@ -212,7 +212,7 @@ class ExampleParser:
                     out[shape_key(spec.name)] = col.shapes
                 if spec.has_valid:
                     out[valid_key(spec.name)] = col.valid
-                self._count_skips(spec.name, col)
+                self._count_skips(spec.name, col.skipped, col.skips)
                 continue
             if col.steps is not None:  # a sequence feature of a SequenceExample
                 if spec.kind == KIND_SEQUENCE:
@@ -285,6 +285,41 @@ class ExampleParser:
         """
         return self._rows_dict(self._native.parse_rows(chunks, which, rows), chunks, which, rows)
 
+    def _batch_form(
+        self, template: Mapping[str, np.ndarray], batch_size: int, mask_key: str
+    ) -> BatchForm | None:
+        """How the native queue builds :meth:`parse_rows`'s dict padded to ``batch_size``.
+
+        The outputs mirror :meth:`_columns`, key for key and in its order; ``template`` (a
+        parse of no records) gives each array's row shape. ``None`` where Python must build
+        the dict: SequenceExamples, and SparseFeature / RaggedFeature, which are assembled
+        from their components.
+        """
+        if self._sequence is not None or self._context_spec.composites:
+            return None
+        outputs: list[BatchOutput] = []
+
+        def add(key: str, column: int, part: str) -> None:
+            dtype = template[key].dtype
+            view = dtype if part == "values" and dtype in _VIEWS.values() else None
+            outputs.append(BatchOutput(key, column, part, tuple(template[key].shape[1:]), view))
+
+        for i, spec in enumerate(self._context):
+            if spec.decoding is not None:
+                add(spec.name, i, "values")
+                if spec.has_shape:
+                    add(shape_key(spec.name), i, "shapes")
+                if spec.has_valid:
+                    add(valid_key(spec.name), i, "valid")
+            elif spec.kind == KIND_FIXED:
+                add(spec.name, i, "values")
+            else:  # VarLen, FixedLenSequence: the lengths first, as _columns puts them
+                add(length_key(spec.name), i, "lengths")
+                add(spec.name, i, "values")
+        if [o.key for o in outputs] != list(template):  # an output key named twice
+            return None
+        return BatchForm(batch_size, mask_key, tuple(outputs))
+
     def _rows_dict(
         self, parsed: _native.ParsedBatch, chunks: list[_native.Chunk], which, rows
     ) -> dict[str, np.ndarray]:
@@ -301,21 +336,58 @@ class ExampleParser:
         return out
 
 
+@dataclasses.dataclass(frozen=True)
+class BatchOutput:
+    """One array of a finished batch, as the native queue builds it (``src/python/finish.rs``).
+
+    Attributes:
+        key: its key in the batch.
+        column: the parsed context column it comes from.
+        part: ``"values"``, ``"lengths"``, ``"shapes"`` or ``"valid"`` of that column.
+        row_shape: its shape after the batch dimension.
+        view: the dtype to view the values' bit patterns as (float16, bfloat16), or None.
+    """
+
+    key: str
+    column: int
+    part: str
+    row_shape: tuple[int, ...]
+    view: np.dtype | None
+
+
+@dataclasses.dataclass(frozen=True)
+class BatchForm:
+    """A finished batch's arrays in order, padded to ``batch_size`` rows, and its mask's key."""
+
+    batch_size: int
+    mask_key: str
+    outputs: tuple[BatchOutput, ...]
+
+
 class RowsQueue:
     """Parses batches of records picked from chunks on native threads (the Loader's path).
 
     :meth:`submit` queues a batch (one call, no Python thread involved) and :meth:`result`
-    takes its :meth:`ExampleParser.parse_rows` dict; batches are taken in whatever order the
-    caller asks for them. See ``src/python/queue.rs``.
+    takes it; batches are taken in whatever order the caller asks for them. See
+    ``src/python/queue.rs``.
 
     Args:
         parser: the spec's parser.
         threads: parse threads.
+        batcher: pads batches to full ones with a mask (a ``jaxrec._loader.batcher.Batcher``:
+            ``template``, ``batch_size``, ``mask_key`` and ``finish``); without it
+            :meth:`result` gives :meth:`ExampleParser.parse_rows`'s dict. For Examples
+            without SparseFeature / RaggedFeature the parse threads pad, and one native call
+            makes the finished batch.
     """
 
-    def __init__(self, parser: ExampleParser, threads: int) -> None:
+    def __init__(self, parser: ExampleParser, threads: int, batcher: Any = None) -> None:
         self._parser = parser
-        self._queue = _native.ParseQueue(parser._native, threads)
+        self._batcher = batcher
+        self._form = None
+        if batcher is not None:
+            self._form = parser._batch_form(batcher.template, batcher.batch_size, batcher.mask_key)
+        self._queue = _native.ParseQueue(parser._native, threads, self._form)
 
     def submit(self, chunks: list[_native.Chunk], which: np.ndarray, rows: np.ndarray) -> tuple:
         """Queues the batch whose row ``i`` is record ``rows[i]`` of ``chunks[which[i]]``.
@@ -330,17 +402,32 @@ class RowsQueue:
     def result(
         self, ticket: tuple, timeout: float | None = None
     ) -> tuple[dict[str, np.ndarray], float] | None:
-        """The batch's dict and the seconds its parse took; ``None`` if not ready in ``timeout``.
+        """The batch and the seconds its parse took; ``None`` if not ready in ``timeout``.
+
+        With a batcher the batch is finished: padded to the batch size, with its mask.
 
         Raises:
             ExampleParseError: the batch has a bad record (the error names it).
         """
         number, chunks, which, rows = ticket
+        if self._form is not None:
+            finished = self._queue.finished(number, timeout)
+            if finished is None:
+                return None
+            batch, seconds, notes = finished
+            for column, truncated, skipped, skips in notes:
+                name = self._parser._context[column].name
+                self._parser._count(name, truncated)
+                self._parser._count_skips(name, skipped, skips)
+            return batch, seconds
         got = self._queue.result(number, timeout)
         if got is None:
             return None
         parsed, seconds = got
-        return self._parser._rows_dict(parsed, chunks, which, rows), seconds
+        out = self._parser._rows_dict(parsed, chunks, which, rows)
+        if self._batcher is not None:
+            out = self._batcher.finish(out, len(rows))
+        return out, seconds
 
     def close(self) -> None:
         """Drops queued batches and stops the threads."""

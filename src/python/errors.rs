@@ -13,6 +13,7 @@ pyo3::import_exception!(jaxrec.errors, TruncatedRecordError);
 pyo3::import_exception!(jaxrec.errors, ExampleParseError);
 pyo3::import_exception!(jaxrec.errors, FeatureSpecError);
 pyo3::import_exception!(jaxrec.errors, EncodeError);
+pyo3::import_exception!(jaxrec.errors, JaxrecError);
 
 /// `import_exception!` imports a class the first time it is raised, and panics if that import
 /// fails; importing `jaxrec.errors` when the module loads (where a failure is an ordinary

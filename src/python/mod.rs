@@ -4,6 +4,7 @@
 
 mod codecs;
 mod errors;
+mod finish;
 mod pack;
 mod parser;
 mod queue;

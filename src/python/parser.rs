@@ -52,6 +52,25 @@ pub(super) struct Parsed {
     sequence: Py<PyList>,
 }
 
+/// Byte strings as Python objects. Runs of one slice (padding, a default, a tensor's repeated
+/// last string_val) share one object: a few bytes of record may fill a row with many elements.
+pub(super) fn bytes_objects(py: Python<'_>, v: &[&[u8]]) -> Vec<Py<PyAny>> {
+    let mut objs: Vec<Py<PyAny>> = Vec::with_capacity(v.len());
+    let mut last: Option<(&[u8], Py<PyAny>)> = None;
+    for b in v {
+        let obj = match &last {
+            Some((prev, obj)) if std::ptr::eq(*prev, *b) => obj.clone_ref(py),
+            _ => {
+                let obj = PyBytes::new(py, b).into_any().unbind();
+                last = Some((b, obj.clone_ref(py)));
+                obj
+            }
+        };
+        objs.push(obj);
+    }
+    objs
+}
+
 /// Converts a column to Python. `feature` names it in skip records; `locate(row)` says where
 /// a row's record is (`None`: rows of an in-memory list, named by their index).
 pub(super) fn column_to_py(
@@ -82,24 +101,7 @@ pub(super) fn column_to_py(
         ColumnData::BF16(v) => (arr!(v), Some("bfloat16")),
         ColumnData::F32(v) => (arr!(v), None),
         ColumnData::F64(v) => (arr!(v), None),
-        ColumnData::Bytes(v) => {
-            // Runs of one slice (padding, a default, a tensor's repeated last string_val) share
-            // one Python object: a few bytes of record may fill a row with many elements.
-            let mut objs: Vec<Py<PyAny>> = Vec::with_capacity(v.len());
-            let mut last: Option<(&[u8], Py<PyAny>)> = None;
-            for b in &v {
-                let obj = match &last {
-                    Some((prev, obj)) if std::ptr::eq(*prev, *b) => obj.clone_ref(py),
-                    _ => {
-                        let obj = PyBytes::new(py, b).into_any().unbind();
-                        last = Some((b, obj.clone_ref(py)));
-                        obj
-                    }
-                };
-                objs.push(obj);
-            }
-            (arr!(objs), None)
-        }
+        ColumnData::Bytes(v) => (arr!(bytes_objects(py, &v)), None),
     };
     let rows = col.shape.first().copied().unwrap_or(0);
     let shapes = match col.shapes {
@@ -149,6 +151,16 @@ impl ExampleParser {
             None => parse::parse_examples(records, &self.context),
             Some(seq) => parse::parse_sequence_examples(records, &self.context, seq),
         }
+    }
+
+    /// Columns of an Example (or SequenceExample context) parse.
+    pub(super) fn context_columns(&self) -> usize {
+        self.context.features.len()
+    }
+
+    /// The name of context column `i` ("" past the spec's features).
+    pub(super) fn context_name(&self, i: usize) -> &str {
+        self.context.features.get(i).map_or("", |f| &f.name)
     }
 
     /// Parses `records` with the GIL released; `locate(row)` says where row `row` came from,

@@ -11,6 +11,9 @@
 //!   worker threads                         (parse with no GIL; the result waits by ticket)
 //! result(ticket, timeout)                  (waits with the GIL released, then makes the
 //!                                           numpy columns: the one step that needs Python)
+//! finished(ticket, timeout)                (with a batch form: the same, but the columns
+//!                                           were padded on the parse thread and come back
+//!                                           as the Loader's finished batch; see finish.rs)
 //! close()                                  (drops what is queued, joins the threads)
 //! ```
 //!
@@ -25,7 +28,9 @@ use std::time::{Duration, Instant};
 use numpy::PyReadonlyArray1;
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList};
 
+use super::finish::{BatchForm, FormArg};
 use super::parser::{pick_location, picks, ExampleParser, Parsed};
 use super::records::Chunk;
 use crate::error::{Error, Result};
@@ -60,6 +65,8 @@ struct State {
 
 struct Shared {
     parser: Py<ExampleParser>,
+    /// How parses become finished batches (`None`: they are handed back as columns).
+    form: Option<BatchForm>,
     state: Mutex<State>,
     /// Signalled when a job is queued or the queue closes.
     work: Condvar,
@@ -92,13 +99,23 @@ impl Shared {
 
 /// Parses one job. The result borrows the records from the job's chunks and the defaults
 /// from the parser's spec; it is stored with the chunks' references (see [`Done`]).
-fn parse_job(parser: &ExampleParser, job: &Job) -> Result<ParsedBatch<'static>> {
+/// With a `form`, the columns are padded to its batch size here, on the parse thread.
+fn parse_job(
+    parser: &ExampleParser,
+    form: Option<&BatchForm>,
+    job: &Job,
+) -> Result<ParsedBatch<'static>> {
     let records: Vec<&[u8]> = job
         .picks
         .iter()
         .map(|&(c, r)| job.chunks[c].get().inner.record(r))
         .collect();
-    let parsed = parser.parse_records(&records);
+    let mut parsed = parser.parse_records(&records);
+    if let (Some(form), Ok(batch)) = (form, &mut parsed) {
+        for col in &mut batch.context {
+            col.pad_rows(form.batch_size);
+        }
+    }
     // SAFETY: the borrowed bytes live in heap buffers owned by the `Chunk` objects of
     // `job.chunks` (an `Arc<Vec<u8>>` each, never mutated or moved while shared) and in the
     // frozen `ExampleParser` object that `Shared::parser` keeps alive. `Done` keeps every
@@ -128,9 +145,10 @@ fn work(shared: Arc<Shared>) {
         let t0 = Instant::now();
         // A panic in the parser must not kill the thread silently and hang the consumer: it
         // becomes the batch's error.
-        let parsed =
-            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| parse_job(parser, &job)))
-                .unwrap_or_else(|_| Err(Error::internal("the parser panicked on this batch")));
+        let parsed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            parse_job(parser, shared.form.as_ref(), &job)
+        }))
+        .unwrap_or_else(|_| Err(Error::internal("the parser panicked on this batch")));
         let done = Done {
             parsed,
             chunks: job.chunks,
@@ -155,17 +173,65 @@ pub(super) struct ParseQueue {
     workers: Mutex<Vec<JoinHandle<()>>>,
 }
 
+impl ParseQueue {
+    /// Waits (GIL released) for the parse of `ticket`, at most `timeout` seconds.
+    fn wait(&self, py: Python<'_>, ticket: u64, timeout: Option<f64>) -> PyResult<Option<Done>> {
+        let shared = &self.shared;
+        let deadline = timeout.map(|t| Instant::now() + Duration::from_secs_f64(t.max(0.0)));
+        py.detach(|| -> PyResult<Option<Done>> {
+            let mut st = shared.lock();
+            loop {
+                if st.closed {
+                    return Err(PyRuntimeError::new_err("the ParseQueue is closed"));
+                }
+                if !st.open.contains(&ticket) {
+                    return Err(PyValueError::new_err(format!(
+                        "ticket {ticket} is not waiting for its result"
+                    )));
+                }
+                if let Some(done) = st.done.remove(&ticket) {
+                    st.open.remove(&ticket);
+                    return Ok(Some(done));
+                }
+                st = match deadline {
+                    None => shared
+                        .finished
+                        .wait(st)
+                        .unwrap_or_else(std::sync::PoisonError::into_inner),
+                    Some(d) => {
+                        let left = d.saturating_duration_since(Instant::now());
+                        if left.is_zero() {
+                            return Ok(None);
+                        }
+                        shared
+                            .finished
+                            .wait_timeout(st, left)
+                            .unwrap_or_else(std::sync::PoisonError::into_inner)
+                            .0
+                    }
+                };
+            }
+        })
+    }
+}
+
 #[pymethods]
 impl ParseQueue {
+    /// `form` (`jaxrec._parse.BatchForm`) makes [`Self::finished`] hand back finished batches.
     #[new]
-    fn new(parser: Py<ExampleParser>, threads: usize) -> PyResult<Self> {
+    #[pyo3(signature = (parser, threads, form=None))]
+    fn new(parser: Py<ExampleParser>, threads: usize, form: Option<FormArg>) -> PyResult<Self> {
         if threads == 0 {
             return Err(PyValueError::new_err(
                 "a ParseQueue needs at least one thread",
             ));
         }
+        let form = form
+            .map(|f| BatchForm::new(f, parser.get().context_columns()))
+            .transpose()?;
         let shared = Arc::new(Shared {
             parser,
+            form,
             state: Mutex::new(State::default()),
             work: Condvar::new(),
             finished: Condvar::new(),
@@ -224,7 +290,7 @@ impl ParseQueue {
     ///     jaxrec.errors.JaxrecError: the batch's parse failed (naming the record's file,
     ///         index and offset).
     ///     ValueError: the ticket was never handed out, or its result was already taken.
-    ///     RuntimeError: the queue is closed.
+    ///     RuntimeError: the queue is closed, or it has a batch form (use `finished`).
     #[pyo3(signature = (ticket, timeout=None))]
     fn result(
         &self,
@@ -232,55 +298,60 @@ impl ParseQueue {
         ticket: u64,
         timeout: Option<f64>,
     ) -> PyResult<Option<(Parsed, f64)>> {
-        let shared = &self.shared;
-        let deadline = timeout.map(|t| Instant::now() + Duration::from_secs_f64(t.max(0.0)));
-        let done = py.detach(|| -> PyResult<Option<Done>> {
-            let mut st = shared.lock();
-            loop {
-                if st.closed {
-                    return Err(PyRuntimeError::new_err("the ParseQueue is closed"));
-                }
-                if !st.open.contains(&ticket) {
-                    return Err(PyValueError::new_err(format!(
-                        "ticket {ticket} is not waiting for its result"
-                    )));
-                }
-                if let Some(done) = st.done.remove(&ticket) {
-                    st.open.remove(&ticket);
-                    return Ok(Some(done));
-                }
-                st = match deadline {
-                    None => shared
-                        .finished
-                        .wait(st)
-                        .unwrap_or_else(std::sync::PoisonError::into_inner),
-                    Some(d) => {
-                        let left = d.saturating_duration_since(Instant::now());
-                        if left.is_zero() {
-                            return Ok(None);
-                        }
-                        shared
-                            .finished
-                            .wait_timeout(st, left)
-                            .unwrap_or_else(std::sync::PoisonError::into_inner)
-                            .0
-                    }
-                };
-            }
-        })?;
-        let Some(done) = done else { return Ok(None) };
-        let Done {
-            parsed,
-            chunks,
-            picks,
-            seconds,
-        } = done;
-        let refs: Vec<&Chunk> = chunks.iter().map(Py::get).collect();
-        let out = shared
+        if self.shared.form.is_some() {
+            return Err(PyRuntimeError::new_err(
+                "this ParseQueue pads its batches: take them with finished()",
+            ));
+        }
+        let Some(done) = self.wait(py, ticket, timeout)? else {
+            return Ok(None);
+        };
+        let refs: Vec<&Chunk> = done.chunks.iter().map(Py::get).collect();
+        let out = self
+            .shared
             .parser
             .get()
-            .to_py(py, parsed, &|i| pick_location(&refs, &picks, i))?;
-        Ok(Some((out, seconds)))
+            .to_py(py, done.parsed, &|i| pick_location(&refs, &done.picks, i))?;
+        Ok(Some((out, done.seconds)))
+    }
+
+    /// The finished batch of `ticket` (the queue's batch form: padded, with its mask), the
+    /// seconds its parse took, and `(column, truncated, skipped, skips)` for each column
+    /// that truncated or skipped rows; `None` if not ready within `timeout` seconds.
+    ///
+    /// Raises:
+    ///     jaxrec.errors.JaxrecError: the batch's parse failed (naming the record), or its
+    ///         arrays do not have the form's shapes.
+    ///     ValueError: the ticket was never handed out, or its result was already taken.
+    ///     RuntimeError: the queue is closed, or has no batch form.
+    #[pyo3(signature = (ticket, timeout=None))]
+    #[allow(clippy::type_complexity)]
+    fn finished<'py>(
+        &self,
+        py: Python<'py>,
+        ticket: u64,
+        timeout: Option<f64>,
+    ) -> PyResult<Option<(Bound<'py, PyDict>, f64, Bound<'py, PyList>)>> {
+        let Some(form) = &self.shared.form else {
+            return Err(PyRuntimeError::new_err(
+                "this ParseQueue has no batch form: take its batches with result()",
+            ));
+        };
+        let Some(done) = self.wait(py, ticket, timeout)? else {
+            return Ok(None);
+        };
+        let refs: Vec<&Chunk> = done.chunks.iter().map(Py::get).collect();
+        let locate = |i| pick_location(&refs, &done.picks, i);
+        let parsed = done.parsed.map_err(|e| e.relocate(locate))?;
+        let parser = self.shared.parser.get();
+        let (batch, notes) = form.finish(
+            py,
+            parsed.context,
+            done.picks.len(),
+            &|i| parser.context_name(i).to_owned(),
+            &locate,
+        )?;
+        Ok(Some((batch, done.seconds, notes)))
     }
 
     /// Batches submitted and not yet taken.

@@ -452,6 +452,29 @@ def test_planner_step_size():
     assert _group_batches(4096, 100.0) == 4  # 16k records a step
 
 
+def test_the_handoff_counts_its_depth_as_prefetched_and_holds_a_group_more():
+    import queue
+
+    from jaxrec._loader.pipeline import _Handoff
+
+    h = _Handoff(3)
+    for i in range(3):
+        h.put(i, timeout=0)
+    with pytest.raises(queue.Full):
+        h.put(3, timeout=0.01)  # full without a group ahead (with transforms)
+    for i in range(3, 7):
+        h.put(i, timeout=0, ahead=4)  # the planner's group waits beyond the prefetch
+    with pytest.raises(queue.Full):
+        h.put(7, timeout=0.01, ahead=4)
+    assert h.qsize() == 3 and not h.empty()  # prefetched: the depth, not the group
+    assert [h.get(timeout=0) for _ in range(5)] == [0, 1, 2, 3, 4]  # in order
+    assert h.qsize() == 2
+    h.clear()
+    assert h.qsize() == 0 and h.empty()
+    with pytest.raises(queue.Empty):
+        h.get(timeout=0.01)
+
+
 @pytest.mark.parametrize("shuffle", [False, True])
 @pytest.mark.parametrize("hosts", [1, 3])
 def test_record_ranges_read_exactly_those_records(tmp_path, shuffle, hosts):

@@ -1,6 +1,7 @@
 """The Loader's native parse queue (``RowsQueue`` over ``_native.ParseQueue``): the same dicts
 as ``ExampleParser.parse_rows`` whatever order batches are taken in, errors that name the
-record, bad tickets and picks refused, and a clean close."""
+record, bad tickets and picks refused, and a clean close. With a batcher, the batches it
+finishes natively (padded, masked, with the parser's counters) equal those Python finishes."""
 
 from __future__ import annotations
 
@@ -8,12 +9,15 @@ import contextlib
 import os
 from collections.abc import Iterator
 
+import ml_dtypes
 import numpy as np
 import pytest
 
 import jaxrec as jr
-from jaxrec._parse import RowsQueue
-from jaxrec.errors import ExampleParseError
+from jaxrec import _native
+from jaxrec._loader.batcher import Batcher
+from jaxrec._parse import BatchForm, BatchOutput, RowsQueue
+from jaxrec.errors import ExampleParseError, JaxrecError
 
 SPEC = {
     "tokens": jr.VarLenFeature(np.int32, max_len=6),
@@ -39,9 +43,9 @@ def chunks_of(path: str, size: int) -> list:
 
 
 @contextlib.contextmanager
-def opened(parser: jr.ExampleParser, threads: int) -> Iterator[RowsQueue]:
+def opened(parser: jr.ExampleParser, threads: int, batcher=None) -> Iterator[RowsQueue]:
     """A queue that is closed however the test ends."""
-    queue = RowsQueue(parser, threads)
+    queue = RowsQueue(parser, threads, batcher)
     try:
         yield queue
     finally:
@@ -145,3 +149,149 @@ def test_the_loader_reports_parse_time_from_the_queue(tmp_path):
     labels = [int(x) for b in loader for x in b["label"][b["mask"]]]
     assert labels == list(range(40))
     assert loader.stats()["parse_seconds"] > 0
+
+
+# --- finished batches -------------------------------------------------------------------------
+
+# Every kind of output the native finish builds: fixed shapes, float16/bfloat16 views, bytes,
+# VarLen (truncated), FixedLenSequence within an Example, and a decoded tensor with a varying
+# shape and on_error="skip" (shape and valid keys).
+FINISH_SPEC = {
+    "grid": jr.FixedLenFeature([2, 2], np.float16, default_value=np.zeros((2, 2))),
+    "half": jr.VarLenFeature(ml_dtypes.bfloat16, max_len=3, truncate=True),
+    "id": jr.FixedLenFeature([], bytes),
+    "tokens": jr.VarLenFeature(np.int32, max_len=4, truncate=True),
+    "steps": jr.FixedLenSequenceFeature(
+        [2], np.int64, allow_missing=True, max_len=3, truncate=True
+    ),
+    "img": jr.RawTensor(np.uint8, ("h", "w"), max_shape=(3, 3), on_error="skip"),
+}
+
+
+def write_finish(path, n: int) -> str:
+    with jr.TFRecordWriter(str(path)) as w:
+        for i in range(n):
+            h, w_ = 1 + i % 3, 1 + (i // 3) % 3
+            img = np.full((h, w_), i, np.uint8).tobytes()
+            if i % 5 == 4:
+                img = img[:-1]  # a byte short: skipped, counted
+            feats = {
+                "half": [0.5 * k for k in range(i % 6)],
+                "id": b"r%d" % i,
+                "tokens": list(range(i % 7)),
+                "steps": list(range(2 * (i % 5))),
+                "img": img,
+                "h": h,
+                "w": w_,
+            }
+            if i % 4:
+                feats["grid"] = [float(i), 1.5, -2.0, 0.25]
+            w.write(jr.encode_example(feats))
+    return str(path)
+
+
+def python_finished(parser, batcher, chunks, which, rows) -> dict:
+    return batcher.finish(parser.parse_rows(chunks, which, rows), len(rows))
+
+
+@pytest.mark.parametrize("rows_per_batch", [1, 5, 8])
+def test_finished_batches_equal_what_python_pads(tmp_path, rows_per_batch):
+    chunks = chunks_of(write_finish(tmp_path / "a.tfrecord", 40), 12)
+    native, python = jr.ExampleParser(FINISH_SPEC), jr.ExampleParser(FINISH_SPEC)
+    batcher = Batcher(native.parse_rows([], np.array([], np.int64), np.array([], np.int64)), 8)
+    rng = np.random.default_rng(rows_per_batch)
+    with opened(native, 2, batcher) as queue:
+        assert queue._form is not None  # finished natively, not by the Python fallback
+        for _ in range(6):
+            which = rng.integers(0, len(chunks), rows_per_batch)
+            rows = np.array([rng.integers(0, len(chunks[w])) for w in which])
+            got, seconds = queue.result(queue.submit(chunks, which, rows))
+            want = python_finished(python, batcher, chunks, which, rows)
+            assert list(got) == list(want)  # the same keys, in the same order
+            assert_same(got, want)
+            assert got["mask"].tolist() == [True] * rows_per_batch + [False] * (8 - rows_per_batch)
+    # The parser's counters move as Python's path moves them.
+    assert native.truncated == python.truncated and native.truncated
+    assert native.skipped == python.skipped and native.skipped["img"] > 0
+    assert native.skips == python.skips and native.skip_errors == python.skip_errors
+
+
+def test_specs_python_assembles_are_finished_by_python(tmp_path):
+    # SparseFeature / RaggedFeature are assembled from components, and SequenceExamples
+    # have feature lists: the queue parses them natively and Python finishes them.
+    chunks = chunks_of(write(tmp_path / "a.tfrecord", 20), 20)
+    spec = {
+        "label": SPEC["label"],
+        "r": jr.RaggedFeature(np.int32, value_key="tokens", max_lens=(6,)),
+    }
+    for parser in [jr.ExampleParser(spec), jr.ExampleParser({"label": SPEC["label"]}, {})]:
+        empty = np.array([], np.int64)
+        batcher = Batcher(parser.parse_rows([], empty, empty), 4)
+        with opened(parser, 1, batcher) as queue:
+            assert queue._form is None
+            which, rows = np.zeros(3, np.int64), np.array([4, 0, 7])
+            got, _ = queue.result(queue.submit(chunks, which, rows))
+            assert_same(got, python_finished(parser, batcher, chunks, which, rows))
+
+
+def test_a_bad_record_in_a_finished_batch_names_the_record(tmp_path):
+    path = write(tmp_path / "a.tfrecord", 20, bad=13)
+    chunks = chunks_of(path, 8)
+    parser = jr.ExampleParser(SPEC)
+    empty = np.array([], np.int64)
+    with opened(parser, 2, Batcher(parser.parse_rows([], empty, empty), 4)) as queue:
+        bad = queue.submit(chunks, np.array([1, 1]), np.array([4, 5]))  # record 13
+        with pytest.raises(ExampleParseError) as e:
+            queue.result(bad)
+        assert e.value.path == path and e.value.record_index == 13
+
+
+def form_queue(parser, outputs, batch_size=4) -> _native.ParseQueue:
+    return _native.ParseQueue(parser._native, 1, BatchForm(batch_size, "mask", tuple(outputs)))
+
+
+def test_a_batch_that_does_not_fit_the_form_is_refused(tmp_path):
+    chunks = chunks_of(write(tmp_path / "a.tfrecord", 8), 8)
+    parser = jr.ExampleParser({"label": SPEC["label"], "tokens": SPEC["tokens"]})
+    wrong = [
+        BatchOutput("label", 0, "values", (2,), None),  # rows of one value, not two
+        BatchOutput("tokens_length", 1, "lengths", (3,), None),  # one length per row
+    ]
+    for out in wrong:
+        queue = form_queue(parser, [out])
+        try:
+            with pytest.raises(JaxrecError, match="refusing a silent recompile"):
+                queue.finished(queue.submit(chunks, np.zeros(2, np.int64), np.arange(2)))
+            # More rows than the batch holds are never cut.
+            with pytest.raises(JaxrecError, match="refusing a silent recompile"):
+                queue.finished(queue.submit(chunks, np.zeros(6, np.int64), np.arange(6)))
+        finally:
+            queue.close()
+
+
+def test_a_malformed_form_is_refused_and_the_take_must_match_it(tmp_path):
+    chunks = chunks_of(write(tmp_path / "a.tfrecord", 4), 4)
+    parser = jr.ExampleParser({"label": SPEC["label"]})
+    label = BatchOutput("label", 0, "values", (), None)
+    for outputs in [
+        [BatchOutput("x", 1, "values", (), None)],  # no column 1
+        [label, BatchOutput("again", 0, "values", (), None)],  # a part moved twice
+        [BatchOutput("x", 0, "weights", (), None)],  # no such part
+    ]:
+        with pytest.raises(RuntimeError, match="bug in jaxrec"):
+            form_queue(parser, outputs)
+    queue = form_queue(parser, [BatchOutput("label_length", 0, "lengths", (), None)])
+    try:  # a fixed feature has no lengths
+        with pytest.raises(RuntimeError, match="no part"):
+            queue.finished(queue.submit(chunks, np.zeros(1, np.int64), np.zeros(1, np.int64)))
+        ticket = queue.submit(chunks, np.zeros(1, np.int64), np.zeros(1, np.int64))
+        with pytest.raises(RuntimeError, match="finished"):
+            queue.result(ticket)  # a queue with a form hands out finished batches only
+    finally:
+        queue.close()
+    plain = _native.ParseQueue(parser._native, 1)
+    try:
+        with pytest.raises(RuntimeError, match="no batch form"):
+            plain.finished(plain.submit(chunks, np.zeros(1, np.int64), np.zeros(1, np.int64)))
+    finally:
+        plain.close()

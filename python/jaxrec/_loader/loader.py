@@ -484,12 +484,6 @@ class Loader:
         with self._stats.timed("parse_seconds"):
             return self._parse_rows(chunks, which, rows)
 
-    def _finish(self, parsed: dict[str, np.ndarray] | None, real: int) -> dict[str, np.ndarray]:
-        batch = self._batcher.finish(parsed, real)
-        if real < self.batch_size:
-            self._stats.add(padded_rows=self.batch_size - real)
-        return batch
-
     def _run_spec(self) -> RunSpec:
         to_dev = None
         if self.sharding is not None:
@@ -502,8 +496,8 @@ class Loader:
             start=self._position,
             open_segment=self._open_segment,
             parse=self._timed_parse,
-            parse_queue=functools.partial(RowsQueue, self.parser),
-            finish=self._finish,
+            parse_queue=functools.partial(RowsQueue, self.parser, batcher=self._batcher),
+            finish=self._batcher.finish,
             transforms=(
                 TransformChain(
                     self._transforms,

@@ -3,14 +3,16 @@
 ::
 
     planner thread   epoch streams -> groups of batches of record handles; submits one parse
-        │            per batch; reads run ahead on the pool
-    parse queue      (without transforms) N native threads parse each batch with no Python
-        │            object (jaxrec._parse.RowsQueue): one call submits, one takes the columns
+        │            per batch, up to a group ahead of the prefetch (_Handoff); reads run
+        │            ahead on the pool
+    parse queue      (without transforms) N native threads parse and pad each batch with no
+        │            Python object (jaxrec._parse.RowsQueue): one call submits, one takes
+        │            the finished batch
     pool (N threads) native reads, GIL released (with transforms: parse, pad and the user's
         │            transforms in one job per batch)
-    feeder thread    (with a sharding) in order: pad + mask, jax.device_put, ``prefetch`` ahead
+    feeder thread    (with a sharding) in order: jax.device_put, ``prefetch`` ahead
         │
-    consumer         ``for batch in loader`` (without a sharding it pads and masks itself)
+    consumer         ``for batch in loader`` (without a sharding it takes batches itself)
 
 Each batch travels with the position *after* it, so the Loader's position is that of the last
 batch the consumer received, not of what was prefetched.
@@ -83,6 +85,61 @@ class BatchInfo:
     last_in_epoch: bool
 
 
+class _Handoff:
+    """The planned batches on their way to the consumer (or the feeder), in order.
+
+    The first ``depth`` (the prefetch plus the parse threads) are the batches prepared ahead
+    that ``queue_depth`` reports. Without transforms the planner may add up to a group more
+    (``ahead``), whose parses are queued already: it plans its next group (reads and Python,
+    a few milliseconds) while the consumer takes them. With only ``depth`` to take, the
+    consumer ran dry at every group and the parse threads idled a third of the time. A group
+    is capped in records and bytes (``_GROUP_RECORDS``, ``_GROUP_BYTES``), and so is what waits.
+    """
+
+    def __init__(self, depth: int) -> None:
+        self.depth = depth
+        self._items: collections.deque = collections.deque()
+        self._cond = threading.Condition()
+
+    def put(self, item: Any, timeout: float, ahead: int = 0) -> None:
+        """Appends ``item`` once fewer than ``depth + ahead`` wait.
+
+        Raises:
+            queue.Full: not within ``timeout`` seconds.
+        """
+        with self._cond:
+            if not self._cond.wait_for(lambda: len(self._items) < self.depth + ahead, timeout):
+                raise queue.Full
+            self._items.append(item)
+            self._cond.notify_all()
+
+    def get(self, timeout: float) -> Any:
+        """The first item.
+
+        Raises:
+            queue.Empty: none within ``timeout`` seconds.
+        """
+        with self._cond:
+            if not self._cond.wait_for(lambda: self._items, timeout):
+                raise queue.Empty
+            item = self._items.popleft()
+            self._cond.notify_all()
+            return item
+
+    def qsize(self) -> int:
+        """Batches prepared ahead, up to ``depth`` (those beyond are the planner's group)."""
+        return min(len(self._items), self.depth)
+
+    def empty(self) -> bool:
+        return not self._items
+
+    def clear(self) -> None:
+        """Drops every item (and the chunks they hold)."""
+        with self._cond:
+            self._items.clear()
+            self._cond.notify_all()
+
+
 class _Failure:
     """An exception raised on a pipeline thread, on its way to the consumer."""
 
@@ -133,7 +190,7 @@ class RunSpec:
         parse: parses ``(chunks, which, rows)`` into arrays (with transforms, in their job on
             the pool).
         parse_queue: makes the queue (:class:`jaxrec._parse.RowsQueue`) that parses batches on
-            ``num_threads`` native threads (without transforms).
+            ``num_threads`` native threads and hands them back finished (without transforms).
         finish: pads ``(parsed or None, real rows)`` to a batch with a mask.
         transforms: the user's transforms (``None``: none); with them each batch is parsed,
             padded and transformed in one job on the pool.
@@ -183,7 +240,7 @@ class Pipeline:
         self.pool = concurrent.futures.ThreadPoolExecutor(
             spec.num_threads, thread_name_prefix="jaxrec-worker"
         )
-        self.inflight: queue.Queue = queue.Queue(maxsize=spec.num_threads + spec.prefetch)
+        self.inflight = _Handoff(spec.num_threads + spec.prefetch)
         self.out: queue.Queue = queue.Queue(maxsize=spec.prefetch)
         self.stage = spec.pack(spec.start) if spec.pack is not None else None
         # Batches without transforms are parsed on native threads: a job on the pool costs the
@@ -211,16 +268,19 @@ class Pipeline:
             t.start()
 
     # Queue helpers that give up when the run is stopped (so nothing blocks forever).
-    def _put(self, q: queue.Queue, item: Any) -> bool:
+    def _put(self, q: queue.Queue | _Handoff, item: Any, ahead: int = 0) -> bool:
         while not self._stop.is_set():
             try:
-                q.put(item, timeout=_POLL)
+                if isinstance(q, _Handoff):
+                    q.put(item, timeout=_POLL, ahead=ahead)
+                else:
+                    q.put(item, timeout=_POLL)
                 return True
             except queue.Full:
                 continue
         return False
 
-    def _take(self, q: queue.Queue) -> Any:
+    def _take(self, q: queue.Queue | _Handoff) -> Any:
         while not self._stop.is_set():
             try:
                 return q.get(timeout=_POLL)
@@ -285,7 +345,11 @@ class Pipeline:
                             job = self.pool.submit(self._prepare, *part, info)
                         elif real:
                             job = self.parses.submit(*part)
-                        if not self._put(self.inflight, (job, real, after, info)):
+                        # Without transforms the whole group may wait beyond the prefetch:
+                        # its parses are queued, and the planner plans the next group while
+                        # the consumer takes them (see _Handoff).
+                        ahead = group if self.parses is not None else 0
+                        if not self._put(self.inflight, (job, real, after, info), ahead):
                             return
                         done += 1
                     if plan is None and stream.exhausted:
@@ -313,18 +377,22 @@ class Pipeline:
             return s.transforms.apply(batch, info.epoch, info.index_in_epoch)
 
     def _ready(self, item: tuple) -> tuple:
-        """Waits for a batch's job and pads it: ``(batch, position, info)``, in batch order."""
+        """Waits for a batch's job: ``(finished batch, position, info)``, in batch order."""
         job, real, position, info = item
         s = self.spec
+        if real < s.batch_size:
+            s.stats.add(padded_rows=s.batch_size - real)
         if s.transforms is not None:
             batch = job.result()
             s.transforms.check(batch, info.epoch, info.index_in_epoch)
-            return batch, position, info
-        parsed = self._parsed(job) if job is not None else None
-        return s.finish(parsed, real), position, info
+        elif job is not None:
+            batch = self._parsed(job)
+        else:  # no records: all padding
+            batch = s.finish(None, 0)
+        return batch, position, info
 
     def _parsed(self, ticket: Any) -> dict[str, np.ndarray]:
-        """Waits for a batch of the parse queue (giving up if the run is stopped)."""
+        """Waits for a finished batch of the parse queue (giving up if the run is stopped)."""
         assert self.parses is not None
         while not self._stop.is_set():
             got = self.parses.result(ticket, _POLL)
@@ -406,11 +474,11 @@ class Pipeline:
         if self.parses is not None:
             self.parses.close()
         # Drop queued batches (and with them the chunks they reference).
-        for q in (self.inflight, self.out):
-            while True:
-                try:
-                    q.get_nowait()
-                except queue.Empty:
-                    break
+        self.inflight.clear()
+        while True:
+            try:
+                self.out.get_nowait()
+            except queue.Empty:
+                break
         with _live_lock:
             _live.discard(self)
