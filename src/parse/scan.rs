@@ -41,23 +41,10 @@ fn scan_map<'a>(
             _ => return Err(what),
         }
         let entry = read_len_delimited(map, &mut pos).ok_or("map entry overruns the record")?;
-        let (mut key, mut value): (&[u8], &[u8]) = (b"", b"");
-        let mut p = 0;
-        for _ in 0..2 {
-            match read_key(entry, &mut p) {
-                Some((1, wire::LEN)) => {
-                    key = read_len_delimited(entry, &mut p).ok_or("map key overruns its entry")?
-                }
-                Some((2, wire::LEN)) => {
-                    value =
-                        read_len_delimited(entry, &mut p).ok_or("map value overruns its entry")?
-                }
-                _ => return Err("map entry is not a key and a value"),
-            }
-        }
-        if p != entry.len() {
-            return Err("map entry has fields after its key and value");
-        }
+        let (key, value) = match usual_entry(entry) {
+            Some(kv) => kv,
+            None => any_entry(entry)?,
+        };
         let slot = keys.slot(entry_index, key, spec);
         entry_index += 1;
         if let Some(slot) = slot {
@@ -71,6 +58,45 @@ fn scan_map<'a>(
         }
     }
     Ok(())
+}
+
+/// The key and value of a map entry in the form writers give it, `0a <key len> key 12 <value
+/// len> value` with a key under 128 bytes; `None` for any other form, which [`any_entry`]
+/// reads (with the same result where both apply).
+#[inline(always)]
+fn usual_entry(entry: &[u8]) -> Option<(&[u8], &[u8])> {
+    let [0x0a, key_len, rest @ ..] = entry else {
+        return None;
+    };
+    let key_len = usize::from(*key_len);
+    if key_len >= 0x80 || rest.len() <= key_len || rest[key_len] != 0x12 {
+        return None;
+    }
+    let (key, rest) = rest.split_at(key_len);
+    let mut p = 1;
+    let value = read_len_delimited(rest, &mut p)?;
+    (p == rest.len()).then_some((key, value))
+}
+
+/// A map entry's key and value, in any form TensorFlow's parser accepts (see [`scan_map`]).
+fn any_entry(entry: &[u8]) -> std::result::Result<(&[u8], &[u8]), &'static str> {
+    let (mut key, mut value): (&[u8], &[u8]) = (b"", b"");
+    let mut p = 0;
+    for _ in 0..2 {
+        match read_key(entry, &mut p) {
+            Some((1, wire::LEN)) => {
+                key = read_len_delimited(entry, &mut p).ok_or("map key overruns its entry")?
+            }
+            Some((2, wire::LEN)) => {
+                value = read_len_delimited(entry, &mut p).ok_or("map value overruns its entry")?
+            }
+            _ => return Err("map entry is not a key and a value"),
+        }
+    }
+    if p != entry.len() {
+        return Err("map entry has fields after its key and value");
+    }
+    Ok((key, value))
 }
 
 /// The slot each map entry of the previous record resolved to, by entry position.
@@ -153,7 +179,52 @@ pub(super) fn scan_record<'a>(
 
 #[cfg(test)]
 mod tests {
-    use super::same_key;
+    use super::{any_entry, same_key, usual_entry};
+
+    /// Where the fast form applies it reads what the general reader reads, on every entry of up
+    /// to 6 bytes and on entries built around every key and value length's edge.
+    #[test]
+    fn usual_entry_agrees_with_any_entry() {
+        let mut entries: Vec<Vec<u8>> = Vec::new();
+        let alphabet = [0x00, 0x01, 0x02, 0x0a, 0x12, 0x7f, 0x80, 0xff];
+        for len in 0..=6u32 {
+            for i in 0..alphabet.len().pow(len) {
+                let mut x = i;
+                let e = (0..len)
+                    .map(|_| {
+                        let b = alphabet[x % alphabet.len()];
+                        x /= alphabet.len();
+                        b
+                    })
+                    .collect();
+                entries.push(e);
+            }
+        }
+        for key_len in [0usize, 1, 5, 127, 128] {
+            for value_len in [0usize, 1, 127, 128, 300] {
+                let mut e = vec![0x0a];
+                crate::wire::write_varint(&mut e, key_len as u64);
+                e.extend(std::iter::repeat_n(b'k', key_len));
+                e.push(0x12);
+                crate::wire::write_varint(&mut e, value_len as u64);
+                e.extend(std::iter::repeat_n(7u8, value_len));
+                for cut in [0, 1] {
+                    entries.push(e[..e.len() - cut].to_vec());
+                }
+                let mut longer = e.clone();
+                longer.push(0);
+                entries.push(longer);
+            }
+        }
+        let mut fast = 0;
+        for e in &entries {
+            if let Some(kv) = usual_entry(e) {
+                assert_eq!(any_entry(e), Ok(kv), "{e:?}");
+                fast += 1;
+            }
+        }
+        assert!(fast > 20, "the fast form applied to only {fast} entries");
+    }
 
     /// Against `==` on every pair of keys up to 10 bytes over a small alphabet (so that keys
     /// that differ in one byte anywhere, or only in length, are all there).
