@@ -7,6 +7,7 @@
 //! (tensorflow/core/lib/io/record_writer.h); a GZIP or ZLIB file is that stream compressed as a
 //! whole ([`compress`]).
 
+pub mod blocks;
 pub mod compress;
 pub mod crc;
 pub mod reader;

@@ -15,6 +15,7 @@ use std::io::{self, Read};
 use std::path::Path;
 use std::sync::Arc;
 
+use super::blocks::Block;
 use super::compress::{self, Compression, Input, Source};
 use super::crc::masked_crc32c;
 use super::{FOOTER, HEADER};
@@ -89,7 +90,7 @@ pub struct Range {
 pub struct Chunk {
     /// A block of raw stream bytes (headers and footers included), shared by the chunks framed
     /// from it; payloads are sub-slices.
-    pub data: Arc<Vec<u8>>,
+    pub data: Arc<Block>,
     /// `data[starts[i]..ends[i]]` is record i's payload.
     pub starts: Vec<usize>,
     /// See `starts`.
@@ -200,7 +201,7 @@ pub struct RecordReader {
     compression: Compression,
     opts: ReaderOptions,
     /// The block of stream bytes being framed; chunks share it (no copy per chunk).
-    block: Arc<Vec<u8>>,
+    block: Arc<Block>,
     /// Stream offset of `block[0]`; the input's position is `block_offset + block.len()`.
     block_offset: u64,
     /// Next unframed byte in `block`.
@@ -283,7 +284,7 @@ impl RecordReader {
             known_len,
             compression,
             opts,
-            block: Arc::new(Vec::new()),
+            block: Arc::new(Block::default()),
             block_offset: 0,
             pos: 0,
             next_index: 0,
@@ -863,7 +864,7 @@ impl RecordReader {
                 return Ok(());
             }
         }
-        self.block = Arc::new(Vec::new());
+        self.block = Arc::new(Block::default());
         self.block_offset = target;
         self.pos = 0;
         self.eof = false;
@@ -944,7 +945,7 @@ impl RecordReader {
         let res = match grown {
             Some(buf) => reserve(buf, want).and_then(|()| fill(&mut self.input, buf, want)),
             None => {
-                let mut buf = Vec::new();
+                let mut buf = Block::with_room(tail + want);
                 let res = reserve(&mut buf, tail + want).and_then(|()| {
                     buf.extend_from_slice(&self.block[self.pos..]);
                     fill(&mut self.input, &mut buf, want)
