@@ -475,6 +475,30 @@ def test_the_handoff_counts_its_depth_as_prefetched_and_holds_a_group_more():
         h.get(timeout=0.01)
 
 
+def test_the_handoff_wakes_its_waiters_at_once():
+    # A consumer waiting for a batch, and a planner waiting for room, are woken by the other
+    # side, not by their timeouts (the pipeline's are 0.1 s: a batch each time would crawl).
+    from jaxrec._loader.pipeline import _Handoff
+
+    h = _Handoff(1)
+    got = []
+    taker = threading.Thread(target=lambda: got.append(h.get(timeout=30)))
+    taker.start()
+    time.sleep(0.05)
+    start = time.monotonic()
+    h.put("batch", timeout=0)
+    taker.join(10)
+    assert got == ["batch"] and time.monotonic() - start < 5
+    h.put("first", timeout=0)
+    putter = threading.Thread(target=lambda: h.put("second", timeout=30))
+    putter.start()
+    time.sleep(0.05)
+    start = time.monotonic()
+    assert h.get(timeout=0) == "first"
+    putter.join(10)
+    assert h.get(timeout=0) == "second" and time.monotonic() - start < 5
+
+
 @pytest.mark.parametrize("shuffle", [False, True])
 @pytest.mark.parametrize("hosts", [1, 3])
 def test_record_ranges_read_exactly_those_records(tmp_path, shuffle, hosts):
