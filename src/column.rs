@@ -72,29 +72,6 @@ pub struct RowSkip {
 }
 
 impl ColumnData<'_> {
-    /// Values held.
-    pub fn len(&self) -> usize {
-        match self {
-            ColumnData::I8(v) => v.len(),
-            ColumnData::I16(v) => v.len(),
-            ColumnData::I32(v) => v.len(),
-            ColumnData::I64(v) => v.len(),
-            ColumnData::U8(v) => v.len(),
-            ColumnData::U16(v) | ColumnData::F16(v) | ColumnData::BF16(v) => v.len(),
-            ColumnData::U32(v) => v.len(),
-            ColumnData::U64(v) => v.len(),
-            ColumnData::Bool(v) => v.len(),
-            ColumnData::F32(v) => v.len(),
-            ColumnData::F64(v) => v.len(),
-            ColumnData::Bytes(v) => v.len(),
-        }
-    }
-
-    /// True when no value is held.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
     /// Appends `extra` zeros (empty byte strings for bytes).
     fn extend_zeros(&mut self, extra: usize) {
         fn grow<T: Clone>(v: &mut Vec<T>, extra: usize, zero: T) {
@@ -117,7 +94,23 @@ impl ColumnData<'_> {
     }
 }
 
-impl Column<'_> {
+impl<'a> Column<'a> {
+    /// A column of `data` in `shape`, with no lengths, steps, shapes, valid flags, truncation
+    /// or skips (the parts each producer sets as it needs).
+    pub fn new(data: ColumnData<'a>, shape: Vec<usize>) -> Self {
+        Column {
+            data,
+            shape,
+            lengths: None,
+            steps: None,
+            truncated: 0,
+            valid: None,
+            shapes: None,
+            skipped: 0,
+            skips: Vec::new(),
+        }
+    }
+
     /// Rows held (the first dimension).
     pub fn rows(&self) -> usize {
         self.shape.first().copied().unwrap_or(0)
@@ -162,16 +155,15 @@ mod tests {
     use super::*;
 
     fn column(data: ColumnData<'static>, shape: Vec<usize>) -> Column<'static> {
-        Column {
-            data,
-            shape,
-            lengths: None,
-            steps: None,
-            truncated: 0,
-            valid: None,
-            shapes: None,
-            skipped: 0,
-            skips: Vec::new(),
+        Column::new(data, shape)
+    }
+
+    fn values(col: &Column<'_>) -> usize {
+        match &col.data {
+            ColumnData::F32(v) => v.len(),
+            ColumnData::Bytes(v) => v.len(),
+            ColumnData::Bool(v) => v.len(),
+            other => panic!("not a test column: {other:?}"),
         }
     }
 
@@ -200,7 +192,7 @@ mod tests {
         col.steps = Some(vec![2]);
         col.pad_rows(3);
         assert_eq!(col.shape, vec![3, 2, 3]);
-        assert_eq!(col.data.len(), 18);
+        assert_eq!(values(&col), 18);
         assert_eq!(col.lengths.as_deref(), Some(&[3, 1, 0, 0, 0, 0][..]));
         assert_eq!(col.steps.as_deref(), Some(&[2, 0, 0][..]));
     }
@@ -215,11 +207,11 @@ mod tests {
         assert_eq!(v, &[&b"ab"[..], b"c", b""]);
         col.pad_rows(1);
         assert_eq!(col.shape, vec![3]);
-        assert_eq!(col.data.len(), 3);
+        assert_eq!(values(&col), 3);
 
         let mut empty = column(ColumnData::Bool(Vec::new()), vec![0, 2]);
         empty.pad_rows(2);
         assert_eq!(empty.shape, vec![2, 2]);
-        assert_eq!(empty.data.len(), 4);
+        assert_eq!(values(&empty), 4);
     }
 }

@@ -228,15 +228,11 @@ impl<'c> Rows<'c> {
         shapes: Option<Vec<i32>>,
     ) -> Column<'a> {
         Column {
-            data,
-            shape,
-            lengths: None,
-            steps: None,
-            truncated: 0,
             valid: self.skip.then_some(self.valid),
             shapes,
             skipped: self.skipped,
             skips: self.skips,
+            ..Column::new(data, shape)
         }
     }
 

@@ -49,31 +49,16 @@ fn column_of<'a, T: Zero, D: Decode<'a, T>>(
         let pad = defaults.first().copied().unwrap_or_else(T::zero);
         let (data, shape, lengths, steps, truncated) = fill_feature_list::<T, D>(&ctx, found, pad)?;
         return Ok(Column {
-            data: wrap(data),
-            shape,
             lengths,
             steps: Some(steps),
             truncated,
-            valid: None,
-            shapes: None,
-            skipped: 0,
-            skips: Vec::new(),
+            ..Column::new(wrap(data), shape)
         });
     }
     match cfg.kind {
         Kind::Fixed => {
             let data = fill_fixed::<T, D>(&ctx, found, &defaults, kind_rules == Rules::Example)?;
-            Ok(Column {
-                data: wrap(data),
-                shape: vec![b, cfg.n],
-                lengths: None,
-                steps: None,
-                truncated: 0,
-                valid: None,
-                shapes: None,
-                skipped: 0,
-                skips: Vec::new(),
-            })
+            Ok(Column::new(wrap(data), vec![b, cfg.n]))
         }
         Kind::Var | Kind::Sequence => {
             let pad = defaults.first().copied().unwrap_or_else(T::zero);
@@ -84,15 +69,9 @@ fn column_of<'a, T: Zero, D: Decode<'a, T>>(
                 vec![b, width, cfg.n]
             };
             Ok(Column {
-                data: wrap(data),
-                shape,
                 lengths: Some(lengths),
-                steps: None,
                 truncated,
-                valid: None,
-                shapes: None,
-                skipped: 0,
-                skips: Vec::new(),
+                ..Column::new(wrap(data), shape)
             })
         }
     }

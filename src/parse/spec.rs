@@ -236,6 +236,11 @@ impl CompiledSpec {
         self.features.len() + self.aux.len()
     }
 
+    /// The name of feature `i` ("" past the requested features).
+    pub fn name(&self, i: usize) -> &str {
+        self.features.get(i).map_or("", |f| &f.name)
+    }
+
     /// The slot of feature `name`, if the spec asks for it.
     #[inline]
     pub fn slot(&self, name: &[u8]) -> Option<usize> {

@@ -11,15 +11,15 @@
 //! no records), and is the one place that knows the output names: this module only moves the
 //! parts of columns into arrays of the shapes it is told.
 
-use numpy::ndarray::{ArrayD, IxDyn};
-use numpy::{Element, PyArray, PyArray1};
+use numpy::{Element, PyArray1};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString};
 
-use super::errors::{skip_dict, JaxrecError};
-use super::parser::bytes_objects;
+use super::errors::JaxrecError;
+use super::parser::{array, data_array, skip_list};
 use crate::column::{Column, ColumnData};
-use crate::error::{Error, ErrorKind, Location, Skip};
+use crate::error::{Error, Location};
+use crate::parse::spec::CompiledSpec;
 
 /// `jaxrec._parse.BatchOutput`: one array of the finished batch.
 #[derive(FromPyObject)]
@@ -105,30 +105,21 @@ impl BatchForm {
 
     /// Builds the batch of `real` records from its padded context columns (see
     /// [`Column::pad_rows`]), plus what Python counts: `(column, truncated, skipped, skips)`
-    /// for each column that truncated or skipped rows. `locate(row)` names a skipped row's
-    /// record.
+    /// for each column that truncated or skipped rows. `spec` names the columns, and
+    /// `locate(row)` a skipped row's record.
     pub(super) fn finish<'py>(
         &self,
         py: Python<'py>,
         columns: Vec<Column<'_>>,
         real: usize,
-        names: &dyn Fn(usize) -> String,
+        spec: &CompiledSpec,
         locate: &dyn Fn(usize) -> Option<Location>,
     ) -> PyResult<(Bound<'py, PyDict>, Bound<'py, PyList>)> {
         let notes = PyList::empty(py);
         let mut parts: Vec<Parts<'_>> = Vec::with_capacity(columns.len());
         for (i, col) in columns.into_iter().enumerate() {
             if col.truncated > 0 || col.skipped > 0 {
-                let skips = PyList::empty(py);
-                for s in &col.skips {
-                    let skip = Skip {
-                        kind: ErrorKind::Parse,
-                        loc: locate(s.row).unwrap_or_else(|| Location::row(s.row)),
-                        feature: Some(names(i)),
-                        reason: s.reason.clone(),
-                    };
-                    skips.append(skip_dict(py, &skip, Some(s.row))?)?;
-                }
+                let skips = skip_list(py, &col.skips, spec.name(i), locate)?;
                 notes.append((i, col.truncated, col.skipped, skips))?;
             }
             parts.push(Parts::from(col));
@@ -214,17 +205,6 @@ impl<'a> From<Column<'a>> for Parts<'a> {
     }
 }
 
-/// A numpy array of `dims` over `v` (one object, no reshape); `v` must fill it.
-fn array<'py, T: Element>(
-    py: Python<'py>,
-    v: Vec<T>,
-    dims: &[usize],
-) -> PyResult<Bound<'py, PyAny>> {
-    let a = ArrayD::from_shape_vec(IxDyn(dims), v)
-        .map_err(|e| Error::internal(format!("array of shape {dims:?}: {e}")))?;
-    Ok(PyArray::from_owned_array(py, a).into_any())
-}
-
 /// [`array`] for a part held flat, or `None` if `v` does not fill `dims`.
 fn flat_array<'py, T: Element>(
     py: Python<'py>,
@@ -232,26 +212,4 @@ fn flat_array<'py, T: Element>(
     dims: &[usize],
 ) -> Option<PyResult<Bound<'py, PyAny>>> {
     (v.len() == dims.iter().product::<usize>()).then(|| array(py, v, dims))
-}
-
-/// [`array`] for a column's values, in their dtype (float16/bfloat16 as uint16 bit patterns).
-fn data_array<'py>(
-    py: Python<'py>,
-    data: ColumnData<'_>,
-    dims: &[usize],
-) -> PyResult<Bound<'py, PyAny>> {
-    match data {
-        ColumnData::I8(v) => array(py, v, dims),
-        ColumnData::I16(v) => array(py, v, dims),
-        ColumnData::I32(v) => array(py, v, dims),
-        ColumnData::I64(v) => array(py, v, dims),
-        ColumnData::U8(v) => array(py, v, dims),
-        ColumnData::U16(v) | ColumnData::F16(v) | ColumnData::BF16(v) => array(py, v, dims),
-        ColumnData::U32(v) => array(py, v, dims),
-        ColumnData::U64(v) => array(py, v, dims),
-        ColumnData::Bool(v) => array(py, v, dims),
-        ColumnData::F32(v) => array(py, v, dims),
-        ColumnData::F64(v) => array(py, v, dims),
-        ColumnData::Bytes(v) => array(py, bytes_objects(py, &v), dims),
-    }
 }

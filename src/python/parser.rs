@@ -2,7 +2,8 @@
 //! `jaxrec/_spec.py` (see [`super::spec`]) and parses lists of records, chunks or rows of
 //! chunks with the GIL released, handing each feature back as a [`Column`].
 
-use numpy::{PyArray1, PyArray2, PyArrayMethods, PyReadonlyArray1};
+use numpy::ndarray::{ArrayD, IxDyn};
+use numpy::{Element, PyArray, PyArray1, PyArray2, PyArrayMethods, PyReadonlyArray1};
 use pyo3::exceptions::{PyIndexError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
@@ -11,8 +12,8 @@ use pyo3::types::{PyBytes, PyList};
 use super::errors::skip_dict;
 use super::records::Chunk;
 use super::spec::{compile, FeatureArg};
-use crate::column::{self, ColumnData};
-use crate::error::{ErrorKind, Location, Result, Skip};
+use crate::column::{self, ColumnData, RowSkip};
+use crate::error::{Error, ErrorKind, Location, Result, Skip};
 use crate::parse::spec::CompiledSpec;
 use crate::parse::{self, ParsedBatch};
 
@@ -71,6 +72,60 @@ pub(super) fn bytes_objects(py: Python<'_>, v: &[&[u8]]) -> Vec<Py<PyAny>> {
     objs
 }
 
+/// The dicts of a column's skipped rows (see `errors.rs` `skip_dict`): `feature` names the
+/// column, `locate(row)` a row's record (`None`: rows of an in-memory list, named by index).
+pub(super) fn skip_list<'py>(
+    py: Python<'py>,
+    skips: &[RowSkip],
+    feature: &str,
+    locate: &dyn Fn(usize) -> Option<Location>,
+) -> PyResult<Bound<'py, PyList>> {
+    let out = PyList::empty(py);
+    for s in skips {
+        let skip = Skip {
+            kind: ErrorKind::Parse,
+            loc: locate(s.row).unwrap_or_else(|| Location::row(s.row)),
+            feature: Some(feature.to_owned()),
+            reason: s.reason.clone(),
+        };
+        out.append(skip_dict(py, &skip, Some(s.row))?)?;
+    }
+    Ok(out)
+}
+
+/// A numpy array of `dims` over `v` (one object, no reshape); `v` must fill it.
+pub(super) fn array<'py, T: Element>(
+    py: Python<'py>,
+    v: Vec<T>,
+    dims: &[usize],
+) -> PyResult<Bound<'py, PyAny>> {
+    let a = ArrayD::from_shape_vec(IxDyn(dims), v)
+        .map_err(|e| Error::internal(format!("array of shape {dims:?}: {e}")))?;
+    Ok(PyArray::from_owned_array(py, a).into_any())
+}
+
+/// [`array`] for a column's values, in their dtype (float16/bfloat16 as uint16 bit patterns).
+pub(super) fn data_array<'py>(
+    py: Python<'py>,
+    data: ColumnData<'_>,
+    dims: &[usize],
+) -> PyResult<Bound<'py, PyAny>> {
+    match data {
+        ColumnData::I8(v) => array(py, v, dims),
+        ColumnData::I16(v) => array(py, v, dims),
+        ColumnData::I32(v) => array(py, v, dims),
+        ColumnData::I64(v) => array(py, v, dims),
+        ColumnData::U8(v) => array(py, v, dims),
+        ColumnData::U16(v) | ColumnData::F16(v) | ColumnData::BF16(v) => array(py, v, dims),
+        ColumnData::U32(v) => array(py, v, dims),
+        ColumnData::U64(v) => array(py, v, dims),
+        ColumnData::Bool(v) => array(py, v, dims),
+        ColumnData::F32(v) => array(py, v, dims),
+        ColumnData::F64(v) => array(py, v, dims),
+        ColumnData::Bytes(v) => array(py, bytes_objects(py, &v), dims),
+    }
+}
+
 /// Converts a column to Python. `feature` names it in skip records; `locate(row)` says where
 /// a row's record is (`None`: rows of an in-memory list, named by their index).
 pub(super) fn column_to_py(
@@ -79,30 +134,13 @@ pub(super) fn column_to_py(
     feature: &str,
     locate: &dyn Fn(usize) -> Option<Location>,
 ) -> PyResult<Column> {
-    macro_rules! arr {
-        ($v:expr) => {
-            PyArray1::from_vec(py, $v)
-                .reshape(col.shape.clone())?
-                .into_any()
-        };
-    }
-    let (values, view_dtype) = match col.data {
-        ColumnData::I8(v) => (arr!(v), None),
-        ColumnData::I16(v) => (arr!(v), None),
-        ColumnData::I32(v) => (arr!(v), None),
-        ColumnData::I64(v) => (arr!(v), None),
-        ColumnData::U8(v) => (arr!(v), None),
-        ColumnData::U16(v) => (arr!(v), None),
-        ColumnData::U32(v) => (arr!(v), None),
-        ColumnData::U64(v) => (arr!(v), None),
-        ColumnData::Bool(v) => (arr!(v), None),
-        // Bit patterns; Python views them as float16 / ml_dtypes.bfloat16.
-        ColumnData::F16(v) => (arr!(v), Some("float16")),
-        ColumnData::BF16(v) => (arr!(v), Some("bfloat16")),
-        ColumnData::F32(v) => (arr!(v), None),
-        ColumnData::F64(v) => (arr!(v), None),
-        ColumnData::Bytes(v) => (arr!(bytes_objects(py, &v)), None),
+    // Bit patterns; Python views them as float16 / ml_dtypes.bfloat16.
+    let view_dtype = match col.data {
+        ColumnData::F16(_) => Some("float16"),
+        ColumnData::BF16(_) => Some("bfloat16"),
+        _ => None,
     };
+    let values = data_array(py, col.data, &col.shape)?;
     let rows = col.shape.first().copied().unwrap_or(0);
     let shapes = match col.shapes {
         Some(s) => {
@@ -113,16 +151,7 @@ pub(super) fn column_to_py(
         }
         None => None,
     };
-    let skips = PyList::empty(py);
-    for s in &col.skips {
-        let skip = Skip {
-            kind: ErrorKind::Parse,
-            loc: locate(s.row).unwrap_or_else(|| Location::row(s.row)),
-            feature: Some(feature.to_owned()),
-            reason: s.reason.clone(),
-        };
-        skips.append(skip_dict(py, &skip, Some(s.row))?)?;
-    }
+    let skips = skip_list(py, &col.skips, feature, locate)?;
     Ok(Column {
         values: values.unbind(),
         view_dtype,
@@ -153,14 +182,9 @@ impl ExampleParser {
         }
     }
 
-    /// Columns of an Example (or SequenceExample context) parse.
-    pub(super) fn context_columns(&self) -> usize {
-        self.context.features.len()
-    }
-
-    /// The name of context column `i` ("" past the spec's features).
-    pub(super) fn context_name(&self, i: usize) -> &str {
-        self.context.features.get(i).map_or("", |f| &f.name)
+    /// The spec of the Example, or of the SequenceExample context.
+    pub(super) fn context(&self) -> &CompiledSpec {
+        &self.context
     }
 
     /// Parses `records` with the GIL released; `locate(row)` says where row `row` came from,
@@ -187,7 +211,7 @@ impl ExampleParser {
         let columns = |cols: Vec<column::Column<'_>>, spec: Option<&CompiledSpec>| {
             let out = PyList::empty(py);
             for (i, col) in cols.into_iter().enumerate() {
-                let name = spec.and_then(|s| s.features.get(i)).map_or("", |f| &f.name);
+                let name = spec.map_or("", |s| s.name(i));
                 out.append(column_to_py(py, col, name, locate)?)?;
             }
             PyResult::Ok(out.unbind())

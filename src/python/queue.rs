@@ -117,7 +117,8 @@ fn parse_job(
         }
     }
     // SAFETY: the borrowed bytes live in heap buffers owned by the `Chunk` objects of
-    // `job.chunks` (an `Arc<Vec<u8>>` each, never mutated or moved while shared) and in the
+    // `job.chunks` (an `Arc<Block>` each, never mutated or moved while shared, and back in the
+    // block pool only once the last reference is dropped) and in the
     // frozen `ExampleParser` object that `Shared::parser` keeps alive. `Done` keeps every
     // chunk reference next to the result and drops the result first, and `Shared` outlives
     // every `Done`; so the bytes outlive every use of the result.
@@ -227,7 +228,7 @@ impl ParseQueue {
             ));
         }
         let form = form
-            .map(|f| BatchForm::new(f, parser.get().context_columns()))
+            .map(|f| BatchForm::new(f, parser.get().context().len()))
             .transpose()?;
         let shared = Arc::new(Shared {
             parser,
@@ -343,14 +344,8 @@ impl ParseQueue {
         let refs: Vec<&Chunk> = done.chunks.iter().map(Py::get).collect();
         let locate = |i| pick_location(&refs, &done.picks, i);
         let parsed = done.parsed.map_err(|e| e.relocate(locate))?;
-        let parser = self.shared.parser.get();
-        let (batch, notes) = form.finish(
-            py,
-            parsed.context,
-            done.picks.len(),
-            &|i| parser.context_name(i).to_owned(),
-            &locate,
-        )?;
+        let spec = self.shared.parser.get().context();
+        let (batch, notes) = form.finish(py, parsed.context, done.picks.len(), spec, &locate)?;
         Ok(Some((batch, done.seconds, notes)))
     }
 

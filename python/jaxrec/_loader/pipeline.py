@@ -86,7 +86,7 @@ class BatchInfo:
 
 
 class _Handoff:
-    """The planned batches on their way to the consumer (or the feeder), in order.
+    """Batches on their way to the consumer (or the feeder, from the planner), in order.
 
     The first ``depth`` (the prefetch plus the parse threads) are the batches prepared ahead
     that ``queue_depth`` reports. Without transforms the planner may add up to a group more
@@ -241,7 +241,7 @@ class Pipeline:
             spec.num_threads, thread_name_prefix="jaxrec-worker"
         )
         self.inflight = _Handoff(spec.num_threads + spec.prefetch)
-        self.out: queue.Queue = queue.Queue(maxsize=spec.prefetch)
+        self.out = _Handoff(spec.prefetch)
         self.stage = spec.pack(spec.start) if spec.pack is not None else None
         # Batches without transforms are parsed on native threads: a job on the pool costs the
         # GIL several times per batch (submit, the worker's queue, the future), and every such
@@ -268,19 +268,16 @@ class Pipeline:
             t.start()
 
     # Queue helpers that give up when the run is stopped (so nothing blocks forever).
-    def _put(self, q: queue.Queue | _Handoff, item: Any, ahead: int = 0) -> bool:
+    def _put(self, q: _Handoff, item: Any, ahead: int = 0) -> bool:
         while not self._stop.is_set():
             try:
-                if isinstance(q, _Handoff):
-                    q.put(item, timeout=_POLL, ahead=ahead)
-                else:
-                    q.put(item, timeout=_POLL)
+                q.put(item, timeout=_POLL, ahead=ahead)
                 return True
             except queue.Full:
                 continue
         return False
 
-    def _take(self, q: queue.Queue | _Handoff) -> Any:
+    def _take(self, q: _Handoff) -> Any:
         while not self._stop.is_set():
             try:
                 return q.get(timeout=_POLL)
@@ -288,7 +285,7 @@ class Pipeline:
                 continue
         return END
 
-    def _guard(self, target: Callable[[], None], downstream: queue.Queue) -> None:
+    def _guard(self, target: Callable[[], None], downstream: _Handoff) -> None:
         try:
             target()
         except BaseException as e:  # forwarded to the consumer, which re-raises it
@@ -475,10 +472,6 @@ class Pipeline:
             self.parses.close()
         # Drop queued batches (and with them the chunks they reference).
         self.inflight.clear()
-        while True:
-            try:
-                self.out.get_nowait()
-            except queue.Empty:
-                break
+        self.out.clear()
         with _live_lock:
             _live.discard(self)
