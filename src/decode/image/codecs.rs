@@ -67,14 +67,16 @@ fn check_jpeg_complete(data: &[u8]) -> Result<()> {
             _ => return Err(truncated()),
         }
     }
+    // From the end: a complete file ends with its EOI, so this usually looks at two bytes
+    // instead of every byte of the scan (2-3% of a JPEG batch's parse). Any `FF D9` after the
+    // scan's start is found either way.
     let scan = &data[pos..];
-    let mut i = 0;
-    while let Some(off) = scan[i..].iter().position(|&b| b == 0xFF) {
-        let at = i + off;
+    let mut end = scan.len();
+    while let Some(at) = scan[..end].iter().rposition(|&b| b == 0xFF) {
         if scan.get(at + 1) == Some(&0xD9) {
             return Ok(());
         }
-        i = at + 1;
+        end = at;
     }
     Err(truncated())
 }
@@ -431,6 +433,34 @@ mod tests {
 
     fn gradient(h: usize, w: usize, c: usize) -> Vec<u8> {
         (0..h * w * c).map(|i| ((i * 7) % 251) as u8).collect()
+    }
+
+    #[test]
+    fn a_jpeg_is_complete_when_an_eoi_follows_its_first_scan() {
+        // SOI, an APP1 segment holding a thumbnail's own EOI, SOS, then the scan.
+        let head = [0xFF, 0xD8, 0xFF, 0xE1, 0x00, 0x06, 0xAB, 0xFF, 0xD9, 0xCD, 0xFF, 0xDA];
+        let jpeg = |scan: &[u8]| [&head[..], scan].concat();
+        for scan in [
+            &[0x12, 0xFF, 0x00, 0xFF, 0xD9][..], // EOI last
+            &[0xFF, 0xD9, 0x00, 0x00],           // bytes after the EOI
+            &[0xFF, 0xFF, 0xD9],                 // a fill byte before it
+            &[0xFF, 0xD9, 0xFF],                 // an FF last, the EOI before it
+            &[0xFF, 0xD0, 0xFF, 0xD9, 0xFF, 0x00],
+        ] {
+            assert!(check_jpeg_complete(&jpeg(scan)).is_ok(), "{scan:02x?}");
+        }
+        for scan in [
+            &[][..],
+            &[0x12, 0xFF, 0x00, 0xFF],
+            &[0xD9, 0xFF, 0xFF, 0x00],
+            &[0xFF, 0xD8, 0xD9],
+        ] {
+            let e = check_jpeg_complete(&jpeg(scan)).unwrap_err().to_string();
+            assert!(e.contains("no end-of-image marker"), "{scan:02x?}: {e}");
+        }
+        // The thumbnail's EOI before the scan does not count, nor one before the first scan.
+        assert!(check_jpeg_complete(&head[..10]).is_err());
+        assert!(check_jpeg_complete(&[0xFF, 0xD8, 0xFF, 0xD9]).is_err());
     }
 
     #[test]
