@@ -5,7 +5,9 @@ DESIGN.md's images workload: ~30 KB JPEGs of 200-300 px per side in tf.train.Exa
 batches of 256, the same files and thread count on both sides. tf.data runs its usual recipe
 (``map(parse_single_example + decode_jpeg + resize_with_crop_or_pad)``) with both read settings,
 and a faster variant that decodes only the crop window (``decode_and_crop_jpeg``); the best is
-the baseline. Runs alternate so drift on a shared machine hits every configuration alike.
+the baseline. jaxrec runs twice: on the raw path (``read_chunks`` + ``ExampleParser`` on worker
+threads, as bench_parse.py) and through ``jr.Loader`` (interleave, fixed-shape batches, the last
+one padded). Runs alternate so drift on a shared machine hits every configuration alike.
 
     python benchmarks/bench_images.py --images 4096 --threads 2
 """
@@ -24,7 +26,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
-from bench_parse import count_records, jaxrec_batches
+from bench_parse import count_records, jaxrec_batches, loader_batches
 
 import jaxrec as jr
 
@@ -139,8 +141,10 @@ def main() -> int:
     files = dataset(args.images, args.files, args.data_dir)
     size = sum(os.path.getsize(f) for f in files)
     chunk_bytes = int(1.25 * args.batch_size * size / args.images)
+    counts = [sum(len(c) for c in jr.read_chunks(f, verify=False)) for f in files]
     runners: dict[str, Callable[[], Iterator[dict]]] = {
-        "jaxrec": lambda: jaxrec_batches(files, SPEC, args.threads, args.batch_size, chunk_bytes)
+        "jaxrec": lambda: jaxrec_batches(files, SPEC, args.threads, args.batch_size, chunk_bytes),
+        "jaxrec Loader": lambda: loader_batches(files, SPEC, args.threads, args.batch_size, counts),
     }
     tf = None
     check = None
@@ -166,9 +170,10 @@ def main() -> int:
                 raise SystemExit(f"{name} produced {n} images, expected {args.images}")
     ips = {name: [args.images / t for t in ts] for name, ts in times.items()}
     median = {name: statistics.median(v) for name, v in ips.items()}
-    tf_names = [n for n in runners if n != "jaxrec"]
+    tf_names = [n for n in runners if not n.startswith("jaxrec")]
     best = max(tf_names, key=median.get) if tf_names else None
     ratio = median["jaxrec"] / median[best] if best else None
+    loader_ratio = median["jaxrec Loader"] / median[best] if best else None
     result = {
         "command": command,
         "images": args.images,
@@ -185,6 +190,7 @@ def main() -> int:
         "images_per_s": ips,
         "tf_best": best,
         "ratio_vs_tf_best": ratio,
+        "loader_ratio_vs_tf_best": loader_ratio,
     }
     if args.json:
         print(json.dumps(result, indent=1))
@@ -204,7 +210,8 @@ def main() -> int:
         runs = " ".join(f"{r:,.0f}" for r in ips[name])
         print(f"{name:<36} {median[name]:>13,.0f}   {runs}{mark}")
     if best:
-        print(f"jaxrec / tf.data best: {ratio:.2f}x")
+        print(f"jaxrec (raw path) / tf.data best: {ratio:.2f}x")
+        print(f"jaxrec Loader / tf.data best: {loader_ratio:.2f}x")
     return 0
 
 
