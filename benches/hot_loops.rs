@@ -1,6 +1,6 @@
 //! Criterion benches of the two hot loops, without Python: framing + CRC over an in-memory
-//! stream of 1 KiB records, and parsing a batch of 256 "tokens" Examples (DESIGN.md's
-//! workload). `cargo bench` runs them; `benchmarks/` holds the side-by-side runs vs tf.data.
+//! stream of 1 KiB records, and parsing a batch of 256 Examples of the "tokens" (DESIGN.md's
+//! W1) and "tabular" (40 scalars) workloads. `cargo bench` runs them; `benchmarks/` holds the side-by-side runs vs tf.data.
 
 use std::hint::black_box;
 use std::io::Cursor;
@@ -188,15 +188,76 @@ fn tokens_spec() -> CompiledSpec {
     .unwrap()
 }
 
+/// A serialized Example of benchmarks/_data.py's tabular workload (Criteo-like): 13 float
+/// counts `f0..f12`, 26 hashed categorical ids `c0..c25` below 2^31 (mostly 5-byte varints)
+/// and a 0/1 `label`, each a one-value list, in that order.
+fn tabular_example(i: usize) -> Vec<u8> {
+    fn field(out: &mut Vec<u8>, tag: u8, body: &[u8]) {
+        out.push(tag);
+        write_varint(out, body.len() as u64);
+        out.extend_from_slice(body);
+    }
+    let mut features = Vec::new();
+    let mut add = |name: &str, list_tag: u8, value: &[u8]| {
+        let (mut list, mut feature, mut entry) = (Vec::new(), Vec::new(), Vec::new());
+        field(&mut list, 0x0a, value);
+        field(&mut feature, list_tag, &list);
+        field(&mut entry, 0x0a, name.as_bytes());
+        field(&mut entry, 0x12, &feature);
+        field(&mut features, 0x0a, &entry);
+    };
+    for j in 0..13 {
+        let count = (scattered_id(i, j) % 60) as f32;
+        add(&format!("f{j}"), 0x12, &count.to_le_bytes());
+    }
+    for j in 0..26 {
+        let mut v = Vec::new();
+        write_varint(&mut v, scattered_id(i, 100 + j) * 67_108 % (1 << 31));
+        add(&format!("c{j}"), 0x1a, &v);
+    }
+    add("label", 0x1a, &[(i % 2) as u8]);
+    let mut example = Vec::new();
+    field(&mut example, 0x0a, &features);
+    example
+}
+
+fn tabular_spec() -> CompiledSpec {
+    let cfg = |name: String, dtype| FeatureConfig {
+        name,
+        kind: Kind::Fixed,
+        dtype,
+        n: 1,
+        max_len: None,
+        truncate: false,
+        defaults: Defaults::None,
+        allow_missing: false,
+    };
+    let floats = (0..13).map(|j| cfg(format!("f{j}"), OutDType::F32));
+    let ints = (0..26).map(|j| cfg(format!("c{j}"), OutDType::I64));
+    let label = cfg("label".into(), OutDType::I32);
+    CompiledSpec::new(floats.chain(ints).chain([label]).collect()).unwrap()
+}
+
 fn bench_parse(c: &mut Criterion) {
-    let records: Vec<Vec<u8>> = (0..256).map(token_example).collect();
-    let slices: Vec<&[u8]> = records.iter().map(Vec::as_slice).collect();
-    let spec = tokens_spec();
     let mut group = c.benchmark_group("parse");
-    group.throughput(Throughput::Elements(slices.len() as u64));
-    group.bench_function("tokens batch of 256", |b| {
-        b.iter(|| black_box(parse_examples(black_box(&slices), &spec).unwrap()))
-    });
+    for (name, records, spec) in [
+        (
+            "tokens batch of 256",
+            (0..256).map(token_example).collect::<Vec<_>>(),
+            tokens_spec(),
+        ),
+        (
+            "tabular batch of 256",
+            (0..256).map(tabular_example).collect(),
+            tabular_spec(),
+        ),
+    ] {
+        let slices: Vec<&[u8]> = records.iter().map(Vec::as_slice).collect();
+        group.throughput(Throughput::Elements(slices.len() as u64));
+        group.bench_function(name, |b| {
+            b.iter(|| black_box(parse_examples(black_box(&slices), &spec).unwrap()))
+        });
+    }
     group.finish();
 }
 

@@ -8,7 +8,7 @@ use half::{bf16, f16};
 use super::feature_list::fill_feature_list;
 use super::fill::{fill_fixed, fill_var, Ctx};
 use super::lists::{BytesDecoder, Decode, FloatDecoder, FloatOut, Int64Decoder, IntOut, Zero};
-use super::scan::{scan_record, Found, KeyCache};
+use super::scan::{scan_record, Found, FoundRow, KeyCache};
 use super::spec::{CompiledSpec, Defaults, FeatureConfig, Kind};
 use crate::column::{Column, ColumnData};
 use crate::decode::{self, Inputs};
@@ -188,18 +188,18 @@ pub fn parse_examples<'a>(records: &[&'a [u8]], spec: &'a CompiledSpec) -> Resul
     let b = records.len();
     // found[f * b + row]: column-major so pass 2 reads each feature's rows contiguously.
     let mut found: Vec<Found<'a>> = vec![None; s * b];
-    let mut slots: Vec<Found<'a>> = vec![None; s];
     let mut keys: [KeyCache<'a>; 2] = Default::default();
     for (row, rec) in records.iter().enumerate() {
-        slots.iter_mut().for_each(|x| *x = None);
-        scan_record(rec, spec, &mut slots, None, &mut keys).map_err(|m| Error::Parse {
+        let mut at = FoundRow {
+            found: &mut found,
+            rows: b,
+            row,
+        };
+        scan_record(rec, spec, &mut at, None, &mut keys).map_err(|m| Error::Parse {
             loc: Location::row(row),
             feature: None,
             detail: format!("malformed tf.train.Example: {m}"),
         })?;
-        for (f, slot) in slots.iter().enumerate() {
-            found[f * b + row] = *slot;
-        }
     }
     let context = (0..spec.len())
         .map(|f| feature_column(spec, f, &found, b, Rules::Example))
@@ -220,17 +220,18 @@ pub fn parse_sequence_examples<'a>(
     let (sc, ss, b) = (context.slot_count(), sequence.slot_count(), records.len());
     let mut found_c: Vec<Found<'a>> = vec![None; sc * b];
     let mut found_s: Vec<Found<'a>> = vec![None; ss * b];
-    let mut slots_c: Vec<Found<'a>> = vec![None; sc];
-    let mut slots_s: Vec<Found<'a>> = vec![None; ss];
     let mut keys: [KeyCache<'a>; 2] = Default::default();
     for (row, rec) in records.iter().enumerate() {
-        slots_c.iter_mut().for_each(|x| *x = None);
-        slots_s.iter_mut().for_each(|x| *x = None);
+        let found = |found| FoundRow {
+            found,
+            rows: b,
+            row,
+        };
         scan_record(
             rec,
             context,
-            &mut slots_c,
-            Some((sequence, &mut slots_s)),
+            &mut found(&mut found_c),
+            Some((sequence, &mut found(&mut found_s))),
             &mut keys,
         )
         .map_err(|m| Error::Parse {
@@ -238,12 +239,6 @@ pub fn parse_sequence_examples<'a>(
             feature: None,
             detail: format!("malformed tf.train.SequenceExample: {m}"),
         })?;
-        for (f, slot) in slots_c.iter().enumerate() {
-            found_c[f * b + row] = *slot;
-        }
-        for (f, slot) in slots_s.iter().enumerate() {
-            found_s[f * b + row] = *slot;
-        }
     }
     let ctx_cols = (0..context.len())
         .map(|f| feature_column(context, f, &found_c, b, Rules::Context))

@@ -17,8 +17,24 @@ use crate::wire::{self, read_key, read_len_delimited, skip_value};
 /// What pass 1 found for one feature in one record: its message bytes, borrowed from the record.
 pub(crate) type Found<'a> = Option<&'a [u8]>;
 
+/// One record's row of a batch's table of what pass 1 found, which is column-major
+/// (`found[slot * rows + row]`) so that pass 2 reads each feature's rows contiguously. The
+/// scan writes each entry in place: no per-record slots to clear and then scatter.
+pub(super) struct FoundRow<'t, 'a> {
+    pub found: &'t mut [Found<'a>],
+    pub rows: usize,
+    pub row: usize,
+}
+
+impl<'a> FoundRow<'_, 'a> {
+    #[inline(always)]
+    fn at(&mut self, slot: usize) -> &mut Found<'a> {
+        &mut self.found[slot * self.rows + self.row]
+    }
+}
+
 /// Scans a `Features` (or `FeatureLists`) map, storing the value bytes of requested keys in
-/// `slots`.
+/// their slots of `found` (which hold `None` before the record's scan).
 ///
 /// Follows TensorFlow's fast parser rather than generic protobuf where they differ (the golden
 /// tests pin each rule): a map entry is exactly two fields, each the key or the value, in any
@@ -28,7 +44,7 @@ pub(crate) type Found<'a> = Option<&'a [u8]>;
 fn scan_map<'a>(
     map: &'a [u8],
     spec: &CompiledSpec,
-    slots: &mut [Option<&'a [u8]>],
+    found: &mut FoundRow<'_, 'a>,
     example_features: bool,
     what: &'static str,
     keys: &mut KeyCache<'a>,
@@ -36,28 +52,61 @@ fn scan_map<'a>(
     let mut pos = 0;
     let mut entry_index = 0;
     while pos < map.len() {
-        match read_key(map, &mut pos) {
-            Some((1, wire::LEN)) => {}
-            _ => return Err(what),
-        }
-        let entry = read_len_delimited(map, &mut pos).ok_or("map entry overruns the record")?;
-        let (key, value) = match usual_entry(entry) {
-            Some(kv) => kv,
-            None => any_entry(entry)?,
+        let (key, value) = match short_entry(map, pos) {
+            Some((key, value, end)) => {
+                pos = end;
+                (key, value)
+            }
+            None => {
+                match read_key(map, &mut pos) {
+                    Some((1, wire::LEN)) => {}
+                    _ => return Err(what),
+                }
+                let entry =
+                    read_len_delimited(map, &mut pos).ok_or("map entry overruns the record")?;
+                match usual_entry(entry) {
+                    Some(kv) => kv,
+                    None => any_entry(entry)?,
+                }
+            }
         };
         let slot = keys.slot(entry_index, key, spec);
         entry_index += 1;
         if let Some(slot) = slot {
+            let at = found.at(slot);
             let keep_earlier = example_features
                 && value.is_empty()
-                && slots[slot].is_some()
+                && at.is_some()
                 && spec.features.get(slot).is_none_or(|f| f.kind != Kind::Var);
             if !keep_earlier {
-                slots[slot] = Some(value);
+                *at = Some(value);
             }
         }
     }
     Ok(())
+}
+
+/// The map entry at `map[pos..]`, its key, value and end, when the entry is in the usual form
+/// (see [`usual_entry`]) and under 128 bytes, as every entry of a scalar feature is:
+/// `0a E 0a K key 12 V value` with one-byte lengths, read in one straight line. `None` for
+/// anything else, which the general path reads (with the same result where both apply).
+#[inline(always)]
+fn short_entry(map: &[u8], pos: usize) -> Option<(&[u8], &[u8], usize)> {
+    let &[0x0a, e, 0x0a, k] = map.get(pos..pos.wrapping_add(4))? else {
+        return None;
+    };
+    let (e, k) = (usize::from(e), usize::from(k));
+    if e >= 0x80 {
+        return None;
+    }
+    let end = pos + 2 + e;
+    // The entry, `0a K key 12 V value`: E < 128 bytes, so K and V are one-byte lengths if the
+    // value runs to the entry's end.
+    let entry = map.get(pos + 2..end)?;
+    let [0x12, v, value @ ..] = entry.get(2 + k..)? else {
+        return None;
+    };
+    (usize::from(*v) == value.len()).then(|| (&entry[2..2 + k], value, end))
 }
 
 /// The key and value of a map entry in the form writers give it, `0a <key len> key 12 <value
@@ -149,8 +198,8 @@ fn same_key(a: &[u8], b: &[u8]) -> bool {
 pub(super) fn scan_record<'a>(
     record: &'a [u8],
     context: &CompiledSpec,
-    ctx_slots: &mut [Option<&'a [u8]>],
-    seq: Option<(&CompiledSpec, &mut [Option<&'a [u8]>])>,
+    ctx_found: &mut FoundRow<'_, 'a>,
+    seq: Option<(&CompiledSpec, &mut FoundRow<'_, 'a>)>,
     keys: &mut [KeyCache<'a>; 2],
 ) -> std::result::Result<(), &'static str> {
     let mut seq = seq;
@@ -163,13 +212,13 @@ pub(super) fn scan_record<'a>(
                     read_len_delimited(record, &mut pos).ok_or("features overrun the record")?;
                 // TensorFlow's SequenceExample parser lacks the Example parser's kind-less rule.
                 let what = "unexpected field in Features";
-                scan_map(map, context, ctx_slots, seq.is_none(), what, &mut keys[0])?;
+                scan_map(map, context, ctx_found, seq.is_none(), what, &mut keys[0])?;
             }
-            (2, wire::LEN, Some((spec, slots))) => {
+            (2, wire::LEN, Some((spec, found))) => {
                 let map = read_len_delimited(record, &mut pos)
                     .ok_or("feature_lists overrun the record")?;
                 let what = "unexpected field in FeatureLists";
-                scan_map(map, spec, slots, false, what, &mut keys[1])?;
+                scan_map(map, spec, found, false, what, &mut keys[1])?;
             }
             _ => skip_value(record, &mut pos, wt).ok_or("malformed field")?,
         }
@@ -179,7 +228,7 @@ pub(super) fn scan_record<'a>(
 
 #[cfg(test)]
 mod tests {
-    use super::{any_entry, same_key, usual_entry};
+    use super::{any_entry, same_key, short_entry, usual_entry};
 
     /// Where the fast form applies it reads what the general reader reads, on every entry of up
     /// to 6 bytes and on entries built around every key and value length's edge.
@@ -216,14 +265,34 @@ mod tests {
                 entries.push(longer);
             }
         }
-        let mut fast = 0;
+        let (mut fast, mut short) = (0, 0);
         for e in &entries {
             if let Some(kv) = usual_entry(e) {
                 assert_eq!(any_entry(e), Ok(kv), "{e:?}");
                 fast += 1;
             }
+            // The entry inside a map, another entry after it: the straight-line reader reads
+            // it (when it does) as the general one does, and ends where the entry does.
+            let mut map = vec![0x0a];
+            crate::wire::write_varint(&mut map, e.len() as u64);
+            let end = map.len() + e.len();
+            map.extend_from_slice(e);
+            map.extend_from_slice(&[0x0a, 0x00]);
+            for map in [&map[..end], &map[..]] {
+                if let Some((key, value, at)) = short_entry(map, 0) {
+                    assert_eq!(any_entry(e), Ok((key, value)), "{e:?}");
+                    assert_eq!(at, end, "{e:?}");
+                    short += 1;
+                }
+            }
+            // Cut short, the entry overruns the map: only the general path reads (and refuses) it.
+            assert_eq!(short_entry(&map[..end - 1], 0), None, "{e:?}");
         }
         assert!(fast > 20, "the fast form applied to only {fast} entries");
+        assert!(
+            short > 20,
+            "the straight-line form applied to only {short} entries"
+        );
     }
 
     /// Against `==` on every pair of keys up to 10 bytes over a small alphabet (so that keys
