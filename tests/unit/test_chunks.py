@@ -11,7 +11,7 @@ from jaxrec._loader.chunks import ChunkRegistry
 def registry(n):
     r = ChunkRegistry()
     for i in range(n):
-        r.add(0, f"chunk{i}")  # the registry only keeps them; any object will do
+        r.add(0, f"chunk{i}", 10)  # the registry only keeps them; any object will do
     return r
 
 
@@ -64,3 +64,32 @@ def test_a_stream_keeps_only_the_chunks_it_still_needs(tmp_path, shuffle_buffer)
         stream.close()
     assert taken == 2000
     assert max(held) < 200, max(held)  # not the epoch's thousand
+
+
+def test_a_stream_of_big_chunks_keeps_only_the_bytes_it_still_needs(tmp_path, monkeypatch):
+    # 2 MiB in 32 chunks of 64 KiB: too few chunks for the count bound to collect any, so
+    # only the bytes bound keeps the held bytes to a few chunks' worth, not the whole file's
+    # (with the Loader's 2 MiB chunks, 64 chunks of count slack were 128 MiB of read blocks).
+    import concurrent.futures
+
+    import jaxrec as jr
+    from jaxrec._loader import stream as stream_mod
+    from jaxrec._loader.state import LoaderPosition
+
+    monkeypatch.setattr(stream_mod, "_COLLECT_SLACK_BYTES", 128 << 10)
+    path = tmp_path / "a.tfrecord"
+    with jr.TFRecordWriter(path) as w:
+        w.write_many([jr.encode_example({"id": i, "pad": bytes(1000)}) for i in range(2000)])
+    spec = {"id": jr.FixedLenFeature([], np.int64)}
+    loader = jr.Loader(str(path), spec, 8, chunk_bytes=64 << 10)
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        stream, _ = loader._open_segment(LoaderPosition(), pool)
+        held, taken = [], 0
+        while len(handles := stream.next_handles(64)):
+            taken += len(handles)
+            held.append((len(stream.registry), stream.registry.nbytes))
+        stream.close()
+    assert taken == 2000
+    assert max(n for n, _ in held) < 64  # the count bound never fires here
+    assert max(b for _, b in held) < 512 << 10, max(held)  # not the file's 2 MiB
+    assert stream.registry.nbytes == 0  # closed: nothing held

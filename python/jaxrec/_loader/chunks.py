@@ -29,20 +29,22 @@ def chunk_ids(handles: np.ndarray) -> np.ndarray:
 
 
 class ChunkRegistry:
-    """The chunks whose records are still referenced, by id (each with its file's index)."""
+    """The chunks whose records are still referenced, by id, with their file's index and size."""
 
     def __init__(self) -> None:
-        self._chunks: dict[int, tuple[int, _native.Chunk]] = {}
+        self._chunks: dict[int, tuple[int, _native.Chunk, int]] = {}
         self._next_id = 0
+        self.nbytes = 0  # the registered chunks' sizes, summed
 
     def __len__(self) -> int:
         return len(self._chunks)
 
-    def add(self, file: int, chunk: _native.Chunk) -> int:
-        """Registers a chunk of file ``file``; returns its id."""
+    def add(self, file: int, chunk: _native.Chunk, nbytes: int) -> int:
+        """Registers a chunk of file ``file`` holding ``nbytes`` bytes; returns its id."""
         cid = self._next_id
         self._next_id += 1
-        self._chunks[cid] = (file, chunk)
+        self._chunks[cid] = (file, chunk, nbytes)
+        self.nbytes += nbytes
         return cid
 
     @staticmethod
@@ -78,7 +80,9 @@ class ChunkRegistry:
         """Drops every chunk whose id is not in ``live`` (their buffers are freed)."""
         live = set(live)
         self._chunks = {k: v for k, v in self._chunks.items() if k in live}
+        self.nbytes = sum(v[2] for v in self._chunks.values())
 
     def clear(self) -> None:
         """Drops every chunk."""
         self._chunks = {}
+        self.nbytes = 0

@@ -150,11 +150,12 @@ class PieceReader:
             rows = np.flatnonzero(idx >= self.first)
         else:
             rows = np.flatnonzero((idx >= self.first) & (idx <= self.last))
+        nbytes = chunk.payload_bytes
         if len(rows):
-            cid = self.registry.add(self.file, chunk)
+            cid = self.registry.add(self.file, chunk, nbytes)
             self.queue.append([cid, chunk, rows, 0])
             self.stats.add(records=len(rows))
-        self.stats.add(bytes=chunk.payload_bytes)
+        self.stats.add(bytes=nbytes)
         self._read_ahead()
         return True
 

@@ -32,11 +32,15 @@ from jaxrec.errors import JaxrecError
 
 __all__ = ["EpochStream", "StreamHint"]
 
-# Chunks nothing needs any more are dropped whenever the registry has grown past twice what
-# the last collection kept, plus this slack: memory stays within about twice a window's chunks,
-# at an amortised cost of O(1) per chunk. (A count of takes let a shuffled epoch, one take per
-# window, hold every chunk it read.)
+# Chunks nothing needs any more are dropped whenever the registry has grown past twice the
+# chunks the last collection kept, plus _COLLECT_SLACK, or past half as many bytes again as it
+# kept, plus _COLLECT_SLACK_BYTES: memory stays within about twice a window's chunks, at an
+# amortised cost of O(1) per chunk. (A count of takes let a shuffled epoch, one take per
+# window, hold every chunk it read.) The bytes bound is what holds with the Loader's 2 MiB
+# chunks, where 64 chunks of slack kept 128 MiB of read blocks from the block pool (a third of
+# the reads of a pass went into fresh pages, and the RSS swung by 100 MiB).
 _COLLECT_SLACK = 64
+_COLLECT_SLACK_BYTES = 8 << 20
 _EMPTY = np.empty(0, dtype=np.uint64)
 
 
@@ -129,6 +133,7 @@ class EpochStream:
         self.window = 0  # the next window to read
         self.finished = False  # the interleave has given every record
         self._held = 0  # chunks the last collection kept
+        self._held_bytes = 0  # and their bytes
         if self.total is not None:
             start = min(start, self.total)
         w = layout.window
@@ -274,10 +279,14 @@ class EpochStream:
     def _after_take(self, parts: list[np.ndarray]) -> np.ndarray:
         """The handles of one take, joined; now and then drops the chunks nothing needs."""
         taken = np.concatenate(parts) if parts else _EMPTY
-        if len(self.registry) > 2 * self._held + _COLLECT_SLACK:
+        reg = self.registry
+        if (
+            len(reg) > 2 * self._held + _COLLECT_SLACK
+            or reg.nbytes > self._held_bytes * 3 // 2 + _COLLECT_SLACK_BYTES
+        ):
             # The taken handles are in no reader and not yet pending: they are live too.
             self._collect(taken)
-            self._held = len(self.registry)
+            self._held, self._held_bytes = len(reg), reg.nbytes
         return taken
 
     def _close_finished(self) -> None:
