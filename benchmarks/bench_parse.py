@@ -111,8 +111,26 @@ def loader_batches(
     the real rows of each batch are counted.
     """
     loader = jr.Loader(files, spec, batch_size, num_threads=threads, record_counts=counts)
-    for batch in loader:
+    peaks = LOADER_RSS_PEAKS
+    peaks.append(0)
+    for i, batch in enumerate(loader):
+        if i % 32 == 0:
+            peaks[-1] = max(peaks[-1], rss_bytes())
         yield {"label": batch["label"][: loader.last_info.real_rows]}
+
+
+# The process's peak resident memory in each Loader pass (sampled every 32 batches): the same
+# from pass to pass if the Loader holds a bounded amount (tf.data's memory is in it too).
+LOADER_RSS_PEAKS: list[int] = []
+
+
+def rss_bytes() -> int:
+    """Resident memory of this process now (Linux; 0 elsewhere)."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except OSError:
+        return 0
 
 
 def tf_parse_fn(tf, workload: str, varlen: str = "sparse") -> Callable:
@@ -272,6 +290,7 @@ def main() -> int:
             for _ in zip(range(5), run(), strict=False):
                 pass
 
+    LOADER_RSS_PEAKS.clear()  # the warm-up's short pass
     times: dict[str, list[float]] = {name: [] for name in runners}
     for _ in range(args.repeats):
         for name, run in runners.items():  # alternate, so drift hits every config alike
@@ -308,6 +327,7 @@ def main() -> int:
         "tf_best": best,
         "ratio_vs_tf_best": ratio,
         "loader_ratio_vs_tf_best": median["jaxrec Loader"] / median[best] if best else None,
+        "loader_peak_rss_mib_per_pass": [p / 2**20 for p in LOADER_RSS_PEAKS],
     }
     if args.json:
         print(json.dumps(result, indent=1))
@@ -329,6 +349,9 @@ def main() -> int:
         if best:
             print(f"jaxrec / tf.data best: {ratio:.2f}x")
             print(f"jaxrec Loader / tf.data best: {result['loader_ratio_vs_tf_best']:.2f}x")
+        if any(LOADER_RSS_PEAKS):
+            peaks = ", ".join(f"{p:,.0f}" for p in result["loader_peak_rss_mib_per_pass"])
+            print(f"process peak RSS in each Loader pass: {peaks} MiB")
     return 1 if problems else 0
 
 
