@@ -185,11 +185,26 @@ impl<'a, T: IntOut> Decode<'a, T> for Int64Decoder {
             [0x1a, l1, 0x0a, l2, ref v @ ..]
                 if usize::from(l1) == v.len() + 2 && usize::from(l2) == v.len() =>
             {
-                let mut p = 0;
-                let value = read_varint(v, &mut p)?;
-                if p != v.len() {
-                    return None;
-                }
+                let width = v.len();
+                let value = if (4..=8).contains(&width) {
+                    // Hashed ids and the like: 4- to 8-byte varints, the feature's last bytes.
+                    // One load of the last 8 and a check of every byte's continuation bit, not
+                    // a loop over the bytes: the width is known from the length.
+                    let tail = feature.get(feature.len() - 8..)?;
+                    let w = u64::from_le_bytes(tail.try_into().ok()?) >> (8 * (8 - width));
+                    let high = 0x8080_8080_8080_8080u64 >> (8 * (8 - width));
+                    if w & high != high >> 8 {
+                        return None; // a varint ending early or late: the general path's
+                    }
+                    varint_value(w, width)
+                } else {
+                    let mut p = 0;
+                    let value = read_varint(v, &mut p)?;
+                    if p != v.len() {
+                        return None;
+                    }
+                    value
+                };
                 T::from_i64(value as i64)
             }
             _ => None,
@@ -442,6 +457,61 @@ impl<'a> Decode<'a, &'a [u8]> for BytesDecoder {
 mod tests {
     use super::*;
     use crate::wire::write_varint;
+
+    /// A one-value feature read whole gives what splitting it and decoding its list gives,
+    /// for every width of varint, for values at each width's edges, and for varints that end
+    /// early, late or never (which it leaves to the general path).
+    #[test]
+    fn one_int64_agrees_with_the_general_path() {
+        let mut varints: Vec<Vec<u8>> = Vec::new();
+        for bits in 0..64 {
+            for v in [
+                1u64 << bits,
+                (1u64 << bits) - 1,
+                (1u64 << bits) + 1,
+                u64::MAX >> bits,
+            ] {
+                let mut b = Vec::new();
+                write_varint(&mut b, v);
+                varints.push(b);
+            }
+        }
+        for v in varints.clone() {
+            let mut late = v.clone(); // an overlong form: 0x80 ... 0x00 (protobuf reads it)
+            *late.last_mut().unwrap() |= 0x80;
+            late.push(0x00);
+            let mut never = v.clone(); // no terminating byte
+            *never.last_mut().unwrap() |= 0x80;
+            let mut early = v.clone(); // a byte after the varint ends
+            early.push(0x01);
+            varints.extend([late, never, early]);
+        }
+        let (mut fast, mut some) = (0, 0);
+        for v in &varints {
+            let mut feature = vec![0x1a, (v.len() + 2) as u8, 0x0a, v.len() as u8];
+            feature.extend_from_slice(v);
+            let general = |out: &mut [i64]| -> Option<usize> {
+                let (_, list) = crate::wire::split_feature(&feature).ok()??;
+                <Int64Decoder as Decode<'_, i64>>::decode(list, out).ok()
+            };
+            let mut out = [0i64; 4];
+            let n = general(&mut out);
+            match <Int64Decoder as Decode<'_, i64>>::one(&feature) {
+                Some(x) => {
+                    assert_eq!((n, out[0]), (Some(1), x), "{v:02x?}");
+                    some += 1;
+                    fast += usize::from((4..=8).contains(&v.len()));
+                }
+                // Only the forms that are not one well-formed varint of 1 to 10 bytes.
+                None => assert!(v.len() > 10 || n != Some(1), "{v:02x?}"),
+            }
+            let narrow = <Int64Decoder as Decode<'_, i32>>::one(&feature);
+            if let Some(x) = narrow {
+                assert_eq!(i64::from(x), out[0], "{v:02x?}");
+            }
+        }
+        assert!(fast > 100 && some > 250, "fast path {fast}, some {some}");
+    }
 
     /// `Int64List` with `blocks` packed blocks, then `loose` values as single varint fields.
     fn int64_list(blocks: &[&[i64]], loose: &[i64]) -> Vec<u8> {
