@@ -3,6 +3,10 @@ once per epoch, MaxText's segment ids and positions, fixed shapes, exact resume,
 
 from __future__ import annotations
 
+import threading
+import time
+import warnings
+
 import jax
 import numpy as np
 import pytest
@@ -248,3 +252,59 @@ def test_a_transform_adding_a_per_document_key_is_refused(tmp_path):
 
     with pytest.raises(jr.FeatureSpecError, match=r"added \['label'\]"):
         list(jr.Loader(files, SPEC, 4, pack=jr.Pack({"tokens": 16}), transform=label))
+
+
+def test_stop_ends_a_wait_for_a_host_that_stopped(tmp_path, monkeypatch):
+    # Host 0 of 2 whose feeder thread waits for host 1's batch counts of a window that host 1
+    # never publishes (it stopped). Closing the Loader must end that wait at once: before, the
+    # thread waited out the hour-long timeout, outlived stop() and aborted the process at exit.
+    from jaxrec._loader import collective
+    from jaxrec._loader import loader as loader_mod
+
+    store: dict[str, str] = {}
+
+    class SilentHost:  # host 1 publishes nothing: each get times out (20 ms here, 1 s real)
+        def key_value_set(self, key, value):
+            store[key] = value
+
+        def blocking_key_value_get(self, key, timeout_ms):
+            time.sleep(0.02)
+            raise RuntimeError(f"DEADLINE_EXCEEDED: {key}")
+
+        def key_value_delete(self, key):
+            store.pop(key, None)
+
+    monkeypatch.setattr(collective, "_kv_client", SilentHost)
+    monkeypatch.setattr(loader_mod, "joined_hosts", lambda: (0, 2))
+    files = write_docs(tmp_path, make_docs(40), files=2)
+    loader = jr.Loader(
+        files,
+        SPEC,
+        4,
+        pack=jr.Pack({"tokens": 16}),
+        process_index=0,
+        process_count=2,
+        record_counts=[20, 20],
+        sharding=jax.sharding.SingleDeviceSharding(jax.devices()[0]),
+    )
+    outcome: list = []
+
+    def take() -> None:
+        try:
+            outcome.append(next(iter(loader)))
+        except Exception as e:  # the run was stopped under it
+            outcome.append(e)
+
+    waiting = threading.Thread(target=take, daemon=True)
+    waiting.start()
+    deadline = time.monotonic() + 10
+    while not store and time.monotonic() < deadline:  # host 0 published: it is waiting now
+        time.sleep(0.01)
+    assert store, "host 0 never reached the first window's agreement"
+    started = time.monotonic()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # "threads ... did not stop within 30 s" fails the test
+        loader.close()
+    assert time.monotonic() - started < 5
+    waiting.join(5)
+    assert not waiting.is_alive() and isinstance(outcome[0], jr.JaxrecError), outcome

@@ -528,16 +528,23 @@ class Loader:
         self._regroup_runs += 1
         run_key = f"jaxrec/regroup/{self._config_digest()}/{self._regroup_runs}"
 
-        def agree(epoch: int, segment: int, window: int, counts: list[int]) -> list[int]:
-            if shard.count == 1:
-                return counts
-            key = f"{run_key}/{epoch}/{segment}/{window}"
-            best = agree_max(key, counts, shard.index, shard.count)
-            if window >= 2:  # every host has read window - 2's entries by now
-                forget(f"{run_key}/{epoch}/{segment}/{window - 2}", shard.index)
-            return best
+        def stage(start: LoaderPosition, stop: threading.Event) -> WindowStage:
+            def agree(epoch: int, segment: int, window: int, counts: list[int]) -> list[int]:
+                if shard.count == 1:
+                    return counts
+                key = f"{run_key}/{epoch}/{segment}/{window}"
+                # A host that stopped (its training loop took what it wanted) publishes no
+                # more windows: without the run's stop flag this host's pipeline thread
+                # would wait out the hour-long timeout, outlive stop() and take the
+                # process down at exit (see pipeline.py on daemon threads).
+                best = agree_max(key, counts, shard.index, shard.count, stop=stop)
+                if window >= 2:  # every host has read window - 2's entries by now
+                    forget(f"{run_key}/{epoch}/{segment}/{window - 2}", shard.index)
+                return best
 
-        return lambda start: WindowStage(regrouper, start, agree)
+            return WindowStage(regrouper, start, agree)
+
+        return stage
 
     def _config_digest(self) -> str:
         text = json.dumps(self._config(), sort_keys=True, default=str)

@@ -194,8 +194,9 @@ class RunSpec:
         finish: pads ``(parsed or None, real rows)`` to a batch with a mask.
         transforms: the user's transforms (``None``: none); with them each batch is parsed,
             padded and transformed in one job on the pool.
-        pack: makes the packing stage from the start position (``None``: no packing); it
-            turns the parsed batches, in order, into packed ones (:mod:`.packing`).
+        pack: makes the packing stage from the start position and the run's stop flag
+            (``None``: no packing); it turns the parsed batches, in order, into packed ones
+            (:mod:`.packing`), and gives up waiting for other hosts once the flag is set.
         to_device: places a batch on devices (``None``: batches stay numpy).
         num_threads: pool size.
         prefetch: batches prepared ahead of the consumer.
@@ -212,7 +213,7 @@ class RunSpec:
     parse_queue: Callable[[int], Any]
     finish: Callable[[dict[str, np.ndarray] | None, int], dict[str, Any]]
     transforms: TransformChain | None
-    pack: Callable[[LoaderPosition], Any] | None
+    pack: Callable[[LoaderPosition, threading.Event], Any] | None
     to_device: Callable[[dict[str, Any]], dict[str, Any]] | None
     num_threads: int
     prefetch: int
@@ -242,7 +243,7 @@ class Pipeline:
         )
         self.inflight = _Handoff(spec.num_threads + spec.prefetch)
         self.out = _Handoff(spec.prefetch)
-        self.stage = spec.pack(spec.start) if spec.pack is not None else None
+        self.stage = spec.pack(spec.start, self._stop) if spec.pack is not None else None
         # Batches without transforms are parsed on native threads: a job on the pool costs the
         # GIL several times per batch (submit, the worker's queue, the future), and every such
         # moment is one the other threads wait for.
