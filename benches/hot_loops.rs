@@ -94,31 +94,43 @@ fn bench_sync(c: &mut Criterion) {
     group.finish();
 }
 
+/// A length-delimited protobuf field: `tag`, the body's length, the body.
+fn field(out: &mut Vec<u8>, tag: u8, body: &[u8]) {
+    out.push(tag);
+    write_varint(out, body.len() as u64);
+    out.extend_from_slice(body);
+}
+
+/// A `Feature` holding one packed list (`tag` 0x12 float_list, 0x1a int64_list) of `body`.
+fn packed_feature(tag: u8, body: &[u8]) -> Vec<u8> {
+    let mut list = Vec::new();
+    field(&mut list, 0x0a, body);
+    let mut feature = Vec::new();
+    field(&mut feature, tag, &list);
+    feature
+}
+
+/// An `Example` of `(name, Feature)` entries, in that order.
+fn example(entries: impl IntoIterator<Item = (String, Vec<u8>)>) -> Vec<u8> {
+    let mut features = Vec::new();
+    for (name, feature) in entries {
+        let mut entry = Vec::new();
+        field(&mut entry, 0x0a, name.as_bytes());
+        field(&mut entry, 0x12, &feature);
+        field(&mut features, 0x0a, &entry);
+    }
+    let mut out = Vec::new();
+    field(&mut out, 0x0a, &features);
+    out
+}
+
 /// A serialized Example: `tokens` int64 list, `dense` 16 floats, `label`, `id` bytes.
 fn token_example(i: usize) -> Vec<u8> {
-    fn field(out: &mut Vec<u8>, tag: u8, body: &[u8]) {
-        out.push(tag);
-        write_varint(out, body.len() as u64);
-        out.extend_from_slice(body);
-    }
-    fn entry(name: &str, feature: Vec<u8>) -> Vec<u8> {
-        let mut e = Vec::new();
-        field(&mut e, 0x0a, name.as_bytes());
-        field(&mut e, 0x12, &feature);
-        e
-    }
     let n = 64 + (i * 7919) % 193;
     let mut packed = Vec::new();
     for t in 0..n {
         write_varint(&mut packed, scattered_id(i, t));
     }
-    let list = |tag: u8, body: Vec<u8>| {
-        let mut inner = Vec::new();
-        field(&mut inner, 0x0a, &body);
-        let mut f = Vec::new();
-        field(&mut f, tag, &inner);
-        f
-    };
     let floats: Vec<u8> = (0..16)
         .flat_map(|k| (k as f32 * 0.5).to_le_bytes())
         .collect();
@@ -128,18 +140,12 @@ fn token_example(i: usize) -> Vec<u8> {
     field(&mut id_list, 0x0a, format!("rec-{i:06}").as_bytes());
     let mut id = Vec::new();
     field(&mut id, 0x0a, &id_list);
-    let mut features = Vec::new();
-    for e in [
-        entry("tokens", list(0x1a, packed)),
-        entry("dense", list(0x12, floats)),
-        entry("label", list(0x1a, label)),
-        entry("id", id),
-    ] {
-        field(&mut features, 0x0a, &e);
-    }
-    let mut example = Vec::new();
-    field(&mut example, 0x0a, &features);
-    example
+    example([
+        ("tokens".into(), packed_feature(0x1a, &packed)),
+        ("dense".into(), packed_feature(0x12, &floats)),
+        ("label".into(), packed_feature(0x1a, &label)),
+        ("id".into(), id),
+    ])
 }
 
 /// Token `t` of record `i`: ids below 32,000, as a tokenizer's are, drawn at random so that
@@ -154,8 +160,16 @@ fn scattered_id(i: usize, t: usize) -> u64 {
     (z ^ (z >> 31)) % 32_000
 }
 
-fn tokens_spec() -> CompiledSpec {
-    let cfg = |name: &str, kind, dtype, n, max_len, defaults| FeatureConfig {
+/// A feature of the spec (not truncated, none missing allowed).
+fn feature(
+    name: impl Into<String>,
+    kind: Kind,
+    dtype: OutDType,
+    n: usize,
+    max_len: Option<usize>,
+    defaults: Defaults,
+) -> FeatureConfig {
+    FeatureConfig {
         name: name.into(),
         kind,
         dtype,
@@ -164,17 +178,14 @@ fn tokens_spec() -> CompiledSpec {
         truncate: false,
         defaults,
         allow_missing: false,
-    };
+    }
+}
+
+fn tokens_spec() -> CompiledSpec {
+    let int0 = Defaults::Int(vec![0]);
     CompiledSpec::new(vec![
-        cfg(
-            "tokens",
-            Kind::Var,
-            OutDType::I32,
-            1,
-            Some(256),
-            Defaults::Int(vec![0]),
-        ),
-        cfg(
+        feature("tokens", Kind::Var, OutDType::I32, 1, Some(256), int0),
+        feature(
             "dense",
             Kind::Fixed,
             OutDType::F32,
@@ -182,8 +193,8 @@ fn tokens_spec() -> CompiledSpec {
             None,
             Defaults::None,
         ),
-        cfg("label", Kind::Fixed, OutDType::I32, 1, None, Defaults::None),
-        cfg("id", Kind::Fixed, OutDType::Bytes, 1, None, Defaults::None),
+        feature("label", Kind::Fixed, OutDType::I32, 1, None, Defaults::None),
+        feature("id", Kind::Fixed, OutDType::Bytes, 1, None, Defaults::None),
     ])
     .unwrap()
 }
@@ -192,49 +203,24 @@ fn tokens_spec() -> CompiledSpec {
 /// counts `f0..f12`, 26 hashed categorical ids `c0..c25` below 2^31 (mostly 5-byte varints)
 /// and a 0/1 `label`, each a one-value list, in that order.
 fn tabular_example(i: usize) -> Vec<u8> {
-    fn field(out: &mut Vec<u8>, tag: u8, body: &[u8]) {
-        out.push(tag);
-        write_varint(out, body.len() as u64);
-        out.extend_from_slice(body);
-    }
-    let mut features = Vec::new();
-    let mut add = |name: &str, list_tag: u8, value: &[u8]| {
-        let (mut list, mut feature, mut entry) = (Vec::new(), Vec::new(), Vec::new());
-        field(&mut list, 0x0a, value);
-        field(&mut feature, list_tag, &list);
-        field(&mut entry, 0x0a, name.as_bytes());
-        field(&mut entry, 0x12, &feature);
-        field(&mut features, 0x0a, &entry);
-    };
-    for j in 0..13 {
+    let floats = (0..13).map(|j| {
         let count = (scattered_id(i, j) % 60) as f32;
-        add(&format!("f{j}"), 0x12, &count.to_le_bytes());
-    }
-    for j in 0..26 {
+        (format!("f{j}"), packed_feature(0x12, &count.to_le_bytes()))
+    });
+    let ints = (0..26).map(|j| {
         let mut v = Vec::new();
         write_varint(&mut v, scattered_id(i, 100 + j) * 67_108 % (1 << 31));
-        add(&format!("c{j}"), 0x1a, &v);
-    }
-    add("label", 0x1a, &[(i % 2) as u8]);
-    let mut example = Vec::new();
-    field(&mut example, 0x0a, &features);
-    example
+        (format!("c{j}"), packed_feature(0x1a, &v))
+    });
+    let label = ("label".to_string(), packed_feature(0x1a, &[(i % 2) as u8]));
+    example(floats.chain(ints).chain([label]))
 }
 
 fn tabular_spec() -> CompiledSpec {
-    let cfg = |name: String, dtype| FeatureConfig {
-        name,
-        kind: Kind::Fixed,
-        dtype,
-        n: 1,
-        max_len: None,
-        truncate: false,
-        defaults: Defaults::None,
-        allow_missing: false,
-    };
-    let floats = (0..13).map(|j| cfg(format!("f{j}"), OutDType::F32));
-    let ints = (0..26).map(|j| cfg(format!("c{j}"), OutDType::I64));
-    let label = cfg("label".into(), OutDType::I32);
+    let scalar = |name: String, dtype| feature(name, Kind::Fixed, dtype, 1, None, Defaults::None);
+    let floats = (0..13).map(|j| scalar(format!("f{j}"), OutDType::F32));
+    let ints = (0..26).map(|j| scalar(format!("c{j}"), OutDType::I64));
+    let label = scalar("label".into(), OutDType::I32);
     CompiledSpec::new(floats.chain(ints).chain([label]).collect()).unwrap()
 }
 

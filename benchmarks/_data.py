@@ -25,6 +25,19 @@ import numpy as np
 
 import jaxrec as jr
 
+
+def rss_mib() -> float:
+    """Resident memory of this process now, in MiB (Linux; NaN elsewhere)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return float("nan")
+
+
 # Bump when the generators change, so stale caches are not reused.
 VERSION = 1
 DEFAULT_CACHE = Path(__file__).resolve().parent / "_data"

@@ -30,14 +30,6 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 import jaxrec as jr
 
 
-def rss_mib() -> float:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return float("nan")
-
-
 def make_step(vocab: int, width: int):
     """An embedding + MLP classifier step: enough compute to stand for a small model."""
 
@@ -168,7 +160,7 @@ def main() -> int:
         p, loss = step(p, batch)
         queued.add(loss)
         if ld.last_info.last_in_epoch:
-            rss.append(round(rss_mib(), 1))
+            rss.append(round(_data.rss_mib(), 1))
     result = {
         "devices": [str(d) for d in jax.devices()],
         "step_ms_constant": round(c * 1e3, 2),

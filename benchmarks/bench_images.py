@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
-from bench_parse import count_records, jaxrec_batches, loader_batches
+from bench_parse import count_records, jaxrec_batches, loader_batches, record_counts
 
 import jaxrec as jr
 
@@ -141,7 +141,7 @@ def main() -> int:
     files = dataset(args.images, args.files, args.data_dir)
     size = sum(os.path.getsize(f) for f in files)
     chunk_bytes = int(1.25 * args.batch_size * size / args.images)
-    counts = [sum(len(c) for c in jr.read_chunks(f, verify=False)) for f in files]
+    counts = record_counts(files, SPEC, args.batch_size)
     runners: dict[str, Callable[[], Iterator[dict]]] = {
         "jaxrec": lambda: jaxrec_batches(files, SPEC, args.threads, args.batch_size, chunk_bytes),
         "jaxrec Loader": lambda: loader_batches(files, SPEC, args.threads, args.batch_size, counts),

@@ -102,35 +102,35 @@ def jaxrec_batches(
 
 
 def loader_batches(
-    files: list[str], spec: dict, threads: int, batch_size: int, counts: list[int]
+    files: list[str],
+    spec: dict,
+    threads: int,
+    batch_size: int,
+    counts: list[int],
+    rss_peaks: list[float] | None = None,
 ) -> Iterator[dict]:
     """The same pass through ``jr.Loader``: interleave, fixed-shape batches, last one padded.
 
     No shuffle (the tf.data side has none). Record counts are passed in, as a user with an
     index or a known dataset size would; counting is a one-off framing pass otherwise. Only
-    the real rows of each batch are counted.
+    the real rows of each batch are counted. With ``rss_peaks``, the process's peak RSS over
+    the pass (MiB, sampled every 32 batches) is appended to it.
     """
     loader = jr.Loader(files, spec, batch_size, num_threads=threads, record_counts=counts)
-    peaks = LOADER_RSS_PEAKS
-    peaks.append(0)
+    peak = 0.0
     for i, batch in enumerate(loader):
-        if i % 32 == 0:
-            peaks[-1] = max(peaks[-1], rss_bytes())
+        if rss_peaks is not None and i % 32 == 0:
+            peak = max(peak, _data.rss_mib())
         yield {"label": batch["label"][: loader.last_info.real_rows]}
+    if rss_peaks is not None:
+        rss_peaks.append(peak)
 
 
-# The process's peak resident memory in each Loader pass (sampled every 32 batches): the same
-# from pass to pass if the Loader holds a bounded amount (tf.data's memory is in it too).
-LOADER_RSS_PEAKS: list[int] = []
-
-
-def rss_bytes() -> int:
-    """Resident memory of this process now (Linux; 0 elsewhere)."""
-    try:
-        with open("/proc/self/statm") as f:
-            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except OSError:
-        return 0
+def record_counts(files: list[str], spec: dict, batch_size: int) -> list[int]:
+    """Each file's record count, as the Loader counts them (once, before the timed runs)."""
+    counts = jr.Loader(files, spec, batch_size).record_counts
+    assert counts is not None
+    return counts
 
 
 def tf_parse_fn(tf, workload: str, varlen: str = "sparse") -> Callable:
@@ -259,10 +259,13 @@ def main() -> int:
     spec = _data.spec(args.workload)
     chunk_bytes = args.chunk_bytes or int(1.25 * args.batch_size * size / records)
 
-    counts = [sum(len(c) for c in jr.read_chunks(f, verify=False)) for f in files]
+    counts = record_counts(files, spec, args.batch_size)
+    rss_peaks: list[float] = []
     runners: dict[str, Callable[[], Iterator[dict]]] = {
         "jaxrec": lambda: jaxrec_batches(files, spec, args.threads, args.batch_size, chunk_bytes),
-        "jaxrec Loader": lambda: loader_batches(files, spec, args.threads, args.batch_size, counts),
+        "jaxrec Loader": lambda: loader_batches(
+            files, spec, args.threads, args.batch_size, counts, rss_peaks
+        ),
     }
     tf = None
     problems: list[str] = []
@@ -290,7 +293,6 @@ def main() -> int:
             for _ in zip(range(5), run(), strict=False):
                 pass
 
-    LOADER_RSS_PEAKS.clear()  # the warm-up's short pass
     times: dict[str, list[float]] = {name: [] for name in runners}
     for _ in range(args.repeats):
         for name, run in runners.items():  # alternate, so drift hits every config alike
@@ -327,7 +329,7 @@ def main() -> int:
         "tf_best": best,
         "ratio_vs_tf_best": ratio,
         "loader_ratio_vs_tf_best": median["jaxrec Loader"] / median[best] if best else None,
-        "loader_peak_rss_mib_per_pass": [p / 2**20 for p in LOADER_RSS_PEAKS],
+        "loader_peak_rss_mib_per_pass": rss_peaks,
     }
     if args.json:
         print(json.dumps(result, indent=1))
@@ -349,7 +351,7 @@ def main() -> int:
         if best:
             print(f"jaxrec / tf.data best: {ratio:.2f}x")
             print(f"jaxrec Loader / tf.data best: {result['loader_ratio_vs_tf_best']:.2f}x")
-        if any(LOADER_RSS_PEAKS):
+        if rss_peaks:
             peaks = ", ".join(f"{p:,.0f}" for p in result["loader_peak_rss_mib_per_pass"])
             print(f"process peak RSS in each Loader pass: {peaks} MiB")
     return 1 if problems else 0
