@@ -206,29 +206,27 @@ class ExampleParser:
         for spec, col in zip(specs, cols[: len(specs)], strict=True):
             values = column_values(col)
             b = values.shape[0]
-            if spec.decoding is not None:  # decoded bytes: shaped by the native decoder
-                out[spec.name] = values
-                if spec.has_shape:
-                    out[shape_key(spec.name)] = col.shapes
-                if spec.has_valid:
-                    out[valid_key(spec.name)] = col.valid
-                self._count_skips(spec.name, col.skipped, col.skips)
-                continue
             if col.steps is not None:  # a sequence feature of a SequenceExample
                 if spec.kind == KIND_SEQUENCE:
                     values = values.reshape((b, values.shape[1], *spec.shape))
                 else:
                     out[length_key(spec.name)] = col.lengths.reshape(b, values.shape[1])
                 steps_out[spec.name] = col.steps
-            elif spec.kind == KIND_FIXED:
+                out[spec.name] = values
+                self._count(spec.name, col.truncated)
+                continue
+            if spec.decoding is None and spec.kind == KIND_FIXED:
                 values = values.reshape((b, *spec.shape))
-            elif spec.kind == KIND_VAR:
-                out[length_key(spec.name)] = col.lengths
-            else:
+            elif spec.decoding is None and spec.kind != KIND_VAR:  # FixedLenSequence
                 values = values.reshape((b, values.shape[1], *spec.shape))
-                out[length_key(spec.name)] = col.lengths
-            out[spec.name] = values
-            self._count(spec.name, col.truncated)
+            arrays = {"values": values, "lengths": col.lengths, "shapes": col.shapes}
+            arrays["valid"] = col.valid
+            for key, part in _example_outputs(spec):
+                out[key] = arrays[part]
+            if spec.decoding is not None:
+                self._count_skips(spec.name, col.skipped, col.skips)
+            else:
+                self._count(spec.name, col.truncated)
 
     def parse(self, serialized: Serialized) -> dict[str, np.ndarray]:
         """Parses a batch of serialized ``tf.train.Example`` messages.
@@ -305,17 +303,8 @@ class ExampleParser:
             outputs.append(BatchOutput(key, column, part, tuple(template[key].shape[1:]), view))
 
         for i, spec in enumerate(self._context):
-            if spec.decoding is not None:
-                add(spec.name, i, "values")
-                if spec.has_shape:
-                    add(shape_key(spec.name), i, "shapes")
-                if spec.has_valid:
-                    add(valid_key(spec.name), i, "valid")
-            elif spec.kind == KIND_FIXED:
-                add(spec.name, i, "values")
-            else:  # VarLen, FixedLenSequence: the lengths first, as _columns puts them
-                add(length_key(spec.name), i, "lengths")
-                add(spec.name, i, "values")
+            for key, part in _example_outputs(spec):
+                add(key, i, part)
         if [o.key for o in outputs] != list(template):  # an output key named twice
             return None
         return BatchForm(batch_size, mask_key, tuple(outputs))
@@ -334,6 +323,25 @@ class ExampleParser:
                 key = f"{spec.name}_steps" if spec.kind == KIND_VAR else length_key(spec.name)
                 out[key] = steps[spec.name].astype(np.int32)
         return out
+
+
+def _example_outputs(spec: CompiledFeature) -> list[tuple[str, str]]:
+    """The arrays an Example's feature gives, in the batch's order, as ``(key, part)``.
+
+    ``part`` is the part of its parsed column (``"values"``, ``"lengths"``, ``"shapes"``,
+    ``"valid"``). The one place this order is written: the Python path (``_columns``) and the
+    native one (the :class:`BatchForm` of ``_batch_form``) both follow it.
+    """
+    if spec.decoding is not None:  # decoded bytes: shaped by the native decoder
+        outputs = [(spec.name, "values")]
+        if spec.has_shape:
+            outputs.append((shape_key(spec.name), "shapes"))
+        if spec.has_valid:
+            outputs.append((valid_key(spec.name), "valid"))
+        return outputs
+    if spec.kind == KIND_FIXED:
+        return [(spec.name, "values")]
+    return [(length_key(spec.name), "lengths"), (spec.name, "values")]  # VarLen, FixedLenSeq
 
 
 @dataclasses.dataclass(frozen=True)
