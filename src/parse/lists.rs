@@ -14,12 +14,13 @@
 
 use half::{bf16, f16};
 
+use super::short_varints;
 use crate::alloc::{try_filled, try_filled_zeroable, AllocError};
 use crate::wire::{self, read_key, read_len_delimited, read_varint};
 
 /// Why a list could not be decoded.
 #[derive(Debug, PartialEq, Eq)]
-pub(super) enum DecodeError {
+pub(in crate::parse) enum DecodeError {
     Malformed(&'static str),
     OutOfRange(i64),
 }
@@ -56,7 +57,12 @@ impl Zero for &[u8] {
     }
 }
 
-pub(super) trait IntOut: Copy {
+pub(in crate::parse) trait IntOut: Copy {
+    /// Whether every value below 2^21 (a varint of up to 3 bytes) fits, so `from_u21` needs
+    /// no range check.
+    const HOLDS_21_BITS: bool;
+    /// A value below 2^21 (only called when `HOLDS_21_BITS`).
+    fn from_u21(v: u32) -> Self;
     /// An `int64_list` value, if it fits.
     fn from_i64(v: i64) -> Option<Self>;
     /// A default value of a uint64 feature (defaults may use all of uint64's range, though
@@ -67,6 +73,9 @@ pub(super) trait IntOut: Copy {
 macro_rules! int_out {
     ($($t:ty),*) => {$(
         impl IntOut for $t {
+            const HOLDS_21_BITS: bool = <$t>::BITS > 21;
+            #[inline(always)]
+            fn from_u21(v: u32) -> Self { v as $t }
             #[inline(always)]
             fn from_i64(v: i64) -> Option<Self> { <$t>::try_from(v).ok() }
             fn from_u64(v: u64) -> Option<Self> { <$t>::try_from(v).ok() }
@@ -76,6 +85,10 @@ macro_rules! int_out {
 int_out!(i8, i16, i32, i64, u8, u16, u32, u64);
 
 impl IntOut for bool {
+    const HOLDS_21_BITS: bool = false;
+    fn from_u21(v: u32) -> Self {
+        v != 0
+    }
     #[inline(always)]
     fn from_i64(v: i64) -> Option<Self> {
         match v {
@@ -237,12 +250,39 @@ impl<'a, T: IntOut> Decode<'a, T> for Int64Decoder {
 /// Writes value number `*n` of a list into `out` if it has room (range-checked: values past
 /// the room are only counted), and counts it.
 #[inline(always)]
-fn put<T: IntOut>(out: &mut [T], n: &mut usize, v: u64) -> std::result::Result<(), DecodeError> {
+pub(in crate::parse) fn put<T: IntOut>(
+    out: &mut [T],
+    n: &mut usize,
+    v: u64,
+) -> std::result::Result<(), DecodeError> {
     if let Some(slot) = out.get_mut(*n) {
         let v = v as i64;
         *slot = T::from_i64(v).ok_or(DecodeError::OutOfRange(v))?;
     }
     *n += 1;
+    Ok(())
+}
+
+/// [`put`] of a run of values below 2^21, as one loop without a range check where the output
+/// dtype holds them all.
+#[inline(always)]
+pub(in crate::parse) fn put_short<T: IntOut>(
+    out: &mut [T],
+    n: &mut usize,
+    values: &[u32],
+) -> std::result::Result<(), DecodeError> {
+    let room = out.get_mut(*n..).unwrap_or_default();
+    let written = room.len().min(values.len());
+    let pairs = room[..written].iter_mut().zip(&values[..written]);
+    if T::HOLDS_21_BITS {
+        pairs.for_each(|(slot, &v)| *slot = T::from_u21(v));
+    } else {
+        for (slot, &v) in pairs {
+            let v = i64::from(v);
+            *slot = T::from_i64(v).ok_or(DecodeError::OutOfRange(v))?;
+        }
+    }
+    *n += values.len();
     Ok(())
 }
 
@@ -288,7 +328,19 @@ fn varint_value4(w: u32, width: usize) -> u64 {
 }
 
 /// Decodes a packed block of varints into `out` from index `*n` on (writing what fits, counting
-/// the rest, range-checking what is written).
+/// the rest, range-checking what is written): with SIMD while it can (see `short_varints`),
+/// the rest one varint at a time.
+#[inline]
+fn decode_packed_varints<T: IntOut>(
+    block: &[u8],
+    out: &mut [T],
+    n: &mut usize,
+) -> std::result::Result<(), DecodeError> {
+    let start = short_varints::decode_prefix(block, out, n)?;
+    decode_packed_varints_scalar(&block[start..], out, n)
+}
+
+/// [`decode_packed_varints`] without SIMD.
 ///
 /// Token ids and categorical ids are a random mix of 2- and 3-byte varints, so a decoder that
 /// branches on each varint's width mispredicts about every other value. This one finds the ends
@@ -296,7 +348,7 @@ fn varint_value4(w: u32, width: usize) -> u64 {
 /// one load, masked and compacted, with no branch on its width and no load waiting on the last
 /// value's length.
 #[inline]
-fn decode_packed_varints<T: IntOut>(
+fn decode_packed_varints_scalar<T: IntOut>(
     block: &[u8],
     out: &mut [T],
     n: &mut usize,
@@ -619,31 +671,28 @@ mod tests {
         }
     }
 
+    /// A packed block decoded one varint at a time, the reference for the fast decoders.
+    fn plain<T: IntOut + Zero>(block: &[u8], room: usize) -> Result<(Vec<T>, usize), DecodeError> {
+        let (mut out, mut n, mut p) = (vec![T::zero(); room], 0, 0);
+        while p < block.len() {
+            let v = read_varint(block, &mut p)
+                .ok_or(DecodeError::Malformed("bad varint in packed int64 list"))?;
+            put(&mut out, &mut n, v)?;
+        }
+        Ok((out, n))
+    }
+
+    fn fast<T: IntOut + Zero>(block: &[u8], room: usize) -> Result<(Vec<T>, usize), DecodeError> {
+        let (mut out, mut n) = (vec![T::zero(); room], 0);
+        decode_packed_varints(block, &mut out, &mut n)?;
+        Ok((out, n))
+    }
+
     /// The packed decoder against the plain one-varint-at-a-time loop, on random blocks: valid
     /// varints of every width (so their ends fall anywhere in and across 64-byte windows),
     /// random bytes (cut and over-long varints), every room in the output, three output types.
     #[test]
     fn packed_varints_match_the_plain_loop() {
-        fn plain<T: IntOut + Zero>(
-            block: &[u8],
-            room: usize,
-        ) -> Result<(Vec<T>, usize), DecodeError> {
-            let (mut out, mut n, mut p) = (vec![T::zero(); room], 0, 0);
-            while p < block.len() {
-                let v = read_varint(block, &mut p)
-                    .ok_or(DecodeError::Malformed("bad varint in packed int64 list"))?;
-                put(&mut out, &mut n, v)?;
-            }
-            Ok((out, n))
-        }
-        fn fast<T: IntOut + Zero>(
-            block: &[u8],
-            room: usize,
-        ) -> Result<(Vec<T>, usize), DecodeError> {
-            let (mut out, mut n) = (vec![T::zero(); room], 0);
-            decode_packed_varints(block, &mut out, &mut n)?;
-            Ok((out, n))
-        }
         let mut rng = crate::parse::oracle_tests::Rng(0x9e37_79b9_7f4a_7c15);
         let mut next = move || rng.next();
         for case in 0..20_000 {
@@ -695,6 +744,90 @@ mod tests {
                 block[pos] = b;
                 assert_eq!(fast::<i64>(&block, 9), plain::<i64>(&block, 9), "{block:?}");
             }
+        }
+    }
+
+    /// Long runs of 1- to 3-byte varints (the SIMD decoder's steps, its 64-byte windows and its
+    /// hand-overs to the scalar tail), broken now and then by longer ones or by damage, into
+    /// outputs with and without a range check, against the plain loop.
+    #[test]
+    fn short_varint_runs_match_the_plain_loop() {
+        let mut rng = crate::parse::oracle_tests::Rng(0x2545_f491_4f6c_dd1d);
+        let mut next = move || rng.next();
+        for case in 0..20_000 {
+            let long_one_in = [u64::MAX, 200, 30, 5][case % 4];
+            let mut block = Vec::new();
+            for _ in 0..(next() % 700) {
+                let v = if next() % long_one_in == 0 {
+                    match next() % 3 {
+                        0 => next() >> (next() % 43), // 4 to 10 bytes
+                        1 => (next() % 1000).wrapping_neg(),
+                        _ => 2_097_152 + next() % 1_000_000,
+                    }
+                } else {
+                    match next() % 6 {
+                        0 => next() % 128,
+                        1 => next() % 16_384,
+                        2 => next() % 2_097_152,
+                        _ => next() % 32_000,
+                    }
+                };
+                write_varint(&mut block, v);
+            }
+            if case % 5 == 0 {
+                let at = (next() as usize) % (block.len() + 1);
+                match next() % 3 {
+                    0 => block.insert(at, next() as u8),
+                    1 => block.truncate(at),
+                    _ => block
+                        .splice(at..at, vec![0x80; (next() % 24) as usize])
+                        .for_each(drop),
+                }
+            }
+            let room = (next() % 800) as usize;
+            assert_eq!(
+                fast::<i32>(&block, room),
+                plain::<i32>(&block, room),
+                "{block:?}"
+            );
+            assert_eq!(
+                fast::<i64>(&block, room),
+                plain::<i64>(&block, room),
+                "{block:?}"
+            );
+            assert_eq!(
+                fast::<u64>(&block, room),
+                plain::<u64>(&block, room),
+                "{block:?}"
+            );
+            assert_eq!(
+                fast::<u16>(&block, room),
+                plain::<u16>(&block, room),
+                "{block:?}"
+            );
+            assert_eq!(
+                fast::<u8>(&block, room),
+                plain::<u8>(&block, room),
+                "{block:?}"
+            );
+            assert_eq!(
+                fast::<bool>(&block, room),
+                plain::<bool>(&block, room),
+                "{block:?}"
+            );
+        }
+        // Where the CPU has SSSE3, a block of token ids takes the SIMD path to its end.
+        #[cfg(target_arch = "x86_64")]
+        if std::is_x86_feature_detected!("ssse3") {
+            let mut block = Vec::new();
+            (0..500u64).for_each(|i| write_varint(&mut block, i * 61 % 32_000));
+            let (mut out, mut n) = (vec![0i32; 500], 0);
+            let start = short_varints::decode_prefix(&block, &mut out, &mut n).unwrap();
+            assert!(
+                start + 16 > block.len() && n > 490,
+                "{start} of {}",
+                block.len()
+            );
         }
     }
 

@@ -23,7 +23,8 @@
 //!
 //! The files, in the order the data flows: [`spec`] (the compiled spec and its contract with
 //! `jaxrec/_spec.py`), `scan` (pass 1), `lists` (the `*List` decoders), `fill` and
-//! `feature_list` (pass 2 per kind of feature) and `batch` (the entry points, which hand
+//! `feature_list` (pass 2 per kind of feature), `short_varints` (the SIMD decoder of packed
+//! token ids that `lists` calls) and `batch` (the entry points, which hand
 //! decoded bytes features to [`crate::decode`]).
 
 mod batch;
@@ -33,6 +34,7 @@ mod lists;
 #[cfg(test)]
 mod oracle_tests;
 mod scan;
+mod short_varints;
 pub mod spec;
 
 pub use batch::{parse_examples, parse_sequence_examples, ParsedBatch};

@@ -1,0 +1,222 @@
+//! Packed blocks of short varints (token ids, categorical ids: 1 to 3 bytes each) decoded four
+//! at a time with SSSE3, the way Masked VByte does (Plaisance, Kurz and Lemire, 2015).
+//!
+//! The high bits of 64 bytes are gathered into one bitmap (`pmovmskb`). Twelve of its bits, at
+//! the next varint's start, index a table that says how many whole varints of at most 3 bytes
+//! begin there (up to four), how many bytes they take, and which byte shuffle (`pshufb`) spreads
+//! them into four 32-bit lanes; masks and shifts then close the 7-bit groups. The only chain
+//! from one step to the next is that table lookup, not a branch on each value's width.
+//!
+//! [`decode_prefix`] decodes a block from its start and returns where it stopped (always at a
+//! varint's start): at the end, or at a last varint cut short, which the caller's scalar
+//! decoder then reports. A varint of 4 or more bytes is read here one at a time.
+
+#[cfg(target_arch = "x86_64")]
+pub(super) use x86::decode_prefix;
+
+/// No SIMD decoder on this architecture: the scalar decoder takes the whole block.
+#[cfg(not(target_arch = "x86_64"))]
+#[inline(always)]
+pub(super) fn decode_prefix<T: super::lists::IntOut>(
+    _block: &[u8],
+    _out: &mut [T],
+    _n: &mut usize,
+) -> Result<usize, super::lists::DecodeError> {
+    Ok(0)
+}
+
+/// One table entry per 12 continuation bits (bit `i` set: byte `i` does not end a varint):
+/// the shuffle's number (bits 8..16), how many varints it takes (bits 4..7, 0 when the first
+/// varint is longer than 3 bytes or does not end in the 12 bytes) and their bytes (bits 0..4).
+const META: [u16; 4096] = {
+    let mut meta = [0u16; 4096];
+    let mut mask = 0usize;
+    while mask < 4096 {
+        let (mut at, mut count, mut shuffle) = (0usize, 0usize, 0usize);
+        while count < 4 {
+            let mut end = at;
+            while end < 12 && mask & (1 << end) != 0 {
+                end += 1;
+            }
+            let width = end + 1 - at;
+            if end >= 12 || width > 3 {
+                break;
+            }
+            shuffle |= width << (2 * count);
+            count += 1;
+            at = end + 1;
+        }
+        meta[mask] = ((shuffle << 8) | (count << 4) | at) as u16;
+        mask += 1;
+    }
+    meta
+};
+
+/// Shuffle number `s` holds the widths of up to four varints, two bits each from the lowest (0
+/// where there is none); its shuffle puts varint `j`'s bytes in the low bytes of lane `j` and
+/// zeros everywhere else (`pshufb` writes 0 where an index has its high bit set).
+const SHUFFLES: [[u8; 16]; 256] = {
+    let mut shuffles = [[0x80u8; 16]; 256];
+    let mut s = 0usize;
+    while s < 256 {
+        let mut at = 0usize;
+        let mut lane = 0usize;
+        while lane < 4 {
+            let width = (s >> (2 * lane)) & 3;
+            let mut b = 0usize;
+            while b < width {
+                shuffles[s][4 * lane + b] = (at + b) as u8;
+                b += 1;
+            }
+            at += width;
+            lane += 1;
+        }
+        s += 1;
+    }
+    shuffles
+};
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use std::arch::x86_64::{
+        __m128i, _mm_add_epi8, _mm_and_si128, _mm_loadu_si128, _mm_movemask_epi8, _mm_or_si128,
+        _mm_set1_epi32, _mm_set1_epi8, _mm_shuffle_epi8, _mm_srli_epi32, _mm_storeu_si128,
+    };
+
+    use super::{META, SHUFFLES};
+    use crate::parse::lists::{put, put_short, DecodeError, IntOut};
+    use crate::wire::read_varint;
+
+    /// Decodes the varints of `block` from its start into `out` from index `*n` on (writing what
+    /// fits, counting the rest, range-checking what is written, as `put` does); returns the
+    /// offset of the first varint it left to the caller (the block's length when it took all).
+    #[inline]
+    pub(in crate::parse) fn decode_prefix<T: IntOut>(
+        block: &[u8],
+        out: &mut [T],
+        n: &mut usize,
+    ) -> Result<usize, DecodeError> {
+        // Blocks shorter than a load, and machines without SSSE3, stay scalar.
+        if block.len() < 16 || !std::is_x86_feature_detected!("ssse3") {
+            return Ok(0);
+        }
+        // SAFETY: the CPU has SSSE3 (checked just above).
+        unsafe { decode_prefix_ssse3(block, out, n) }
+    }
+
+    #[target_feature(enable = "ssse3")]
+    fn decode_prefix_ssse3<T: IntOut>(
+        block: &[u8],
+        out: &mut [T],
+        n: &mut usize,
+    ) -> Result<usize, DecodeError> {
+        let len = block.len();
+        // Values wait here and go to `out` 64 at a time; each step stores four lanes.
+        let mut values = [0u32; 68];
+        let mut k = 0usize;
+        let mut pos = 0usize; // a varint's start; `cont` holds the bits of block[pos..pos + 64]
+        'windows: while pos < len {
+            let cont = continuation_bits(block, pos);
+            let mut off = 0usize; // the next varint's start in the window (12 bits of `cont`)
+            while off <= 52 && pos + off < len {
+                let at = pos + off;
+                let meta = META[((cont >> off) & 0xfff) as usize];
+                let count = usize::from((meta >> 4) & 7);
+                let used = usize::from(meta & 15);
+                if count == 0 {
+                    // A varint of 4 or more bytes (or a malformed one): read it alone.
+                    put_short(out, n, &values[..k])?;
+                    k = 0;
+                    let mut p = at;
+                    let v = read_varint(block, &mut p)
+                        .ok_or(DecodeError::Malformed("bad varint in packed int64 list"))?;
+                    put(out, n, v)?;
+                    off = p - pos;
+                    continue;
+                }
+                let order = shuffle(usize::from(meta >> 8));
+                let lanes = if at + 16 <= len {
+                    short_varints(load16(block, at), order)
+                } else if at + used <= len {
+                    // The block's last bytes: load its last 16 and move the shuffle's indices
+                    // up by as many (an index with its high bit set still writes a zero).
+                    let moved = _mm_add_epi8(order, _mm_set1_epi8((at + 16 - len) as i8));
+                    short_varints(load16(block, len - 16), moved)
+                } else {
+                    // The bits past the end read as ends of varints: the last one is cut short.
+                    // The scalar decoder names the error.
+                    pos = at;
+                    break 'windows;
+                };
+                store4(&mut values, k, lanes);
+                k += count;
+                off += used;
+                if k >= 64 {
+                    put_short(out, n, &values[..k])?;
+                    k = 0;
+                }
+            }
+            pos += off;
+        }
+        put_short(out, n, &values[..k])?;
+        Ok(pos)
+    }
+
+    /// The byte shuffle number `s` of [`SHUFFLES`].
+    #[inline]
+    #[target_feature(enable = "ssse3")]
+    fn shuffle(s: usize) -> __m128i {
+        // SAFETY: SHUFFLES[s] is 16 readable bytes, read unaligned.
+        unsafe { _mm_loadu_si128(SHUFFLES[s].as_ptr().cast()) }
+    }
+
+    /// The (up to) four varints whose bytes `order` picks from `bytes`, one in each lane.
+    #[inline]
+    #[target_feature(enable = "ssse3")]
+    fn short_varints(bytes: __m128i, order: __m128i) -> __m128i {
+        let x = _mm_and_si128(_mm_shuffle_epi8(bytes, order), _mm_set1_epi32(0x007f_7f7f));
+        let low = _mm_and_si128(x, _mm_set1_epi32(0x7f));
+        let mid = _mm_and_si128(_mm_srli_epi32(x, 1), _mm_set1_epi32(0x3f80));
+        let high = _mm_and_si128(_mm_srli_epi32(x, 2), _mm_set1_epi32(0x1f_c000));
+        _mm_or_si128(_mm_or_si128(low, mid), high)
+    }
+
+    /// Bit `i` set where byte `pos + i` of `block` has its high bit set (continues a varint);
+    /// bytes past the block's end count as ending one.
+    #[inline]
+    #[target_feature(enable = "ssse3")]
+    fn continuation_bits(block: &[u8], pos: usize) -> u64 {
+        let len = block.len(); // at least 16 (decode_prefix's check)
+        let mut bits = 0u64;
+        for i in 0..4 {
+            let at = pos + 16 * i;
+            let high = if at + 16 <= len {
+                _mm_movemask_epi8(load16(block, at)) as u32
+            } else if at < len {
+                // The block's last 16 bytes, shifted down to start at `at`: the bits of bytes
+                // past the end come in as zeros.
+                _mm_movemask_epi8(load16(block, len - 16)) as u32 >> (at + 16 - len)
+            } else {
+                0
+            };
+            bits |= u64::from(high) << (16 * i);
+        }
+        bits
+    }
+
+    /// `block[at..at + 16]` as a vector.
+    #[inline(always)]
+    fn load16(block: &[u8], at: usize) -> __m128i {
+        let bytes: &[u8; 16] = block[at..at + 16].try_into().expect("16 bytes");
+        // SAFETY: `bytes` is 16 readable bytes; the load is unaligned.
+        unsafe { _mm_loadu_si128(bytes.as_ptr().cast()) }
+    }
+
+    /// Stores the four lanes of `lanes` at `values[at..at + 4]`.
+    #[inline(always)]
+    fn store4(values: &mut [u32; 68], at: usize, lanes: __m128i) {
+        let slot: &mut [u32; 4] = (&mut values[at..at + 4]).try_into().expect("4 lanes");
+        // SAFETY: `slot` is 16 writable bytes; the store is unaligned.
+        unsafe { _mm_storeu_si128(slot.as_mut_ptr().cast(), lanes) }
+    }
+}
