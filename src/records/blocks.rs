@@ -18,6 +18,18 @@ use std::sync::Mutex;
 pub const MAX_POOLED_BYTES: usize = 32 << 20;
 /// Capacity of the largest block the pool keeps.
 pub const MAX_POOLED_BLOCK: usize = 8 << 20;
+/// New blocks' capacities are rounded up to a multiple of this, so that blocks of one size
+/// serve every later read of about that size. A read asks for the block size plus the tail of
+/// the last block (a partial record); allocated exactly, each block fitted only reads with a
+/// tail no longer than its own, and a third of the reads missed the pool.
+pub const CAPACITY_STEP: usize = 64 << 10;
+
+/// `bytes` rounded up to a multiple of [`CAPACITY_STEP`] (unchanged if that overflows).
+pub fn rounded_capacity(bytes: usize) -> usize {
+    bytes
+        .checked_next_multiple_of(CAPACITY_STEP)
+        .unwrap_or(bytes)
+}
 
 static POOL: Mutex<Pool> = Mutex::new(Pool {
     blocks: Vec::new(),
@@ -136,6 +148,20 @@ mod tests {
         assert_eq!(p.take(3 << 20).capacity(), 4 << 20);
         assert_eq!(p.take(3 << 20).capacity(), 0); // none fits: a new, empty one
         assert_eq!((p.blocks.len(), p.bytes), (1, 2 << 20));
+    }
+
+    #[test]
+    fn rounded_capacities_serve_reads_with_any_tail() {
+        let block = 2 << 20;
+        assert_eq!(rounded_capacity(block), block);
+        assert_eq!(rounded_capacity(block + 1), block + CAPACITY_STEP);
+        assert_eq!(rounded_capacity(usize::MAX), usize::MAX);
+        let mut p = empty();
+        p.give(vec_of(rounded_capacity(block + 10)));
+        assert!(
+            p.take(block + 600).capacity() >= block + 600,
+            "a longer tail still fits"
+        );
     }
 
     #[test]

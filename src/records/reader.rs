@@ -15,7 +15,7 @@ use std::io::{self, Read};
 use std::path::Path;
 use std::sync::Arc;
 
-use super::blocks::Block;
+use super::blocks::{rounded_capacity, Block};
 use super::compress::{self, Compression, Input, Source};
 use super::crc::masked_crc32c;
 use super::{FOOTER, HEADER};
@@ -946,7 +946,14 @@ impl RecordReader {
             Some(buf) => reserve(buf, want).and_then(|()| fill(&mut self.input, buf, want)),
             None => {
                 let mut buf = Block::with_room(tail + want);
-                let res = reserve(&mut buf, tail + want).and_then(|()| {
+                // A pooled block fits already; a new one gets a rounded capacity, to fit later
+                // reads from the pool too (see CAPACITY_STEP).
+                let room = if buf.capacity() >= tail + want {
+                    0
+                } else {
+                    rounded_capacity(tail + want)
+                };
+                let res = reserve(&mut buf, room).and_then(|()| {
                     buf.extend_from_slice(&self.block[self.pos..]);
                     fill(&mut self.input, &mut buf, want)
                 });
