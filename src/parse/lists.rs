@@ -60,8 +60,10 @@ impl Zero for &[u8] {
 pub(in crate::parse) trait IntOut: Copy {
     /// Whether every value below 2^21 (a varint of up to 3 bytes) fits, so `from_u21` needs
     /// no range check.
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))] // only the SIMD decoder's
     const HOLDS_21_BITS: bool;
     /// A value below 2^21 (only called when `HOLDS_21_BITS`).
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
     fn from_u21(v: u32) -> Self;
     /// An `int64_list` value, if it fits.
     fn from_i64(v: i64) -> Option<Self>;
@@ -265,6 +267,7 @@ pub(in crate::parse) fn put<T: IntOut>(
 
 /// [`put`] of a run of values below 2^21, as one loop without a range check where the output
 /// dtype holds them all.
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))] // only the SIMD decoder's
 #[inline(always)]
 pub(in crate::parse) fn put_short<T: IntOut>(
     out: &mut [T],

@@ -28,6 +28,7 @@ pub(super) fn decode_prefix<T: super::lists::IntOut>(
 /// One table entry per 12 continuation bits (bit `i` set: byte `i` does not end a varint):
 /// the shuffle's number (bits 8..16), how many varints it takes (bits 4..7, 0 when the first
 /// varint is longer than 3 bytes or does not end in the 12 bytes) and their bytes (bits 0..4).
+#[cfg(target_arch = "x86_64")]
 const META: [u16; 4096] = {
     let mut meta = [0u16; 4096];
     let mut mask = 0usize;
@@ -55,6 +56,7 @@ const META: [u16; 4096] = {
 /// Shuffle number `s` holds the widths of up to four varints, two bits each from the lowest (0
 /// where there is none); its shuffle puts varint `j`'s bytes in the low bytes of lane `j` and
 /// zeros everywhere else (`pshufb` writes 0 where an index has its high bit set).
+#[cfg(target_arch = "x86_64")]
 const SHUFFLES: [[u8; 16]; 256] = {
     let mut shuffles = [[0x80u8; 16]; 256];
     let mut s = 0usize;
