@@ -163,10 +163,12 @@ class RemoteRecordReader:
     def skip(self, n: int) -> int:
         """As ``jaxrec._native.RecordReader.skip``."""
         try:
-            return self._reader.skip(n)
+            passed = self._reader.skip(n)
         except Exception:
             self._raise_file_error()
             raise
+        self._raise_file_error()  # a failed read the native reader took for the stream's end
+        return passed
 
     @property
     def next_offset(self) -> int | None:

@@ -32,7 +32,6 @@ from jaxrec.errors import CorruptRecordError, JaxrecError
 
 __all__ = ["span_table"]
 
-_BLOCK = 8 << 20
 _COMPRESSED_NAME = re.compile(r"\.(gz|gzip|zlib|z)$", re.IGNORECASE)
 # What a counted unit reports: first record's offset, records, next record's offset, flag.
 _FIELDS = 4
@@ -51,12 +50,9 @@ def _count_range(path: str, start: int, end: int | None, opts: dict[str, Any]) -
         return [-1, -1, -1, _SYNC_REFUSED]
     if start == 0 and reader.compression:
         return [-1, -1, -1, _SYNC_REFUSED] if end is not None else [0, _count_all(reader), -1, 0]
-    first, n = -1, 0
+    first = reader.next_offset  # where the range's first record starts (found by the sync)
     try:
-        while (chunk := reader.read_chunk(1 << 62, _BLOCK)) is not None:
-            if first < 0 and len(chunk):
-                first = int(chunk.file_offsets[0])
-            n += len(chunk)
+        n = _count_all(reader)
     except CorruptRecordError:
         if start == 0:
             raise
@@ -64,13 +60,18 @@ def _count_range(path: str, start: int, end: int | None, opts: dict[str, Any]) -
         # holding TFRecord bytes), or the file is damaged; counting it whole tells which.
         return [-1, -1, -1, _SYNC_REFUSED]
     nxt = reader.next_offset
+    first = -1 if n == 0 or first is None else int(first)
     return [first, n, -1 if nxt is None else int(nxt), 0]
 
 
 def _count_all(reader: Any) -> int:
+    # Framed past, not read into chunks: each header's length CRC is checked (it frames the
+    # next record), a plain file's long payloads are seeked over, and no data CRC is checked
+    # (the Loader checks those when it reads the records).
     n = 0
-    while (chunk := reader.read_chunk(1 << 62, _BLOCK)) is not None:
-        n += len(chunk)
+    # Until a call passes nothing: an error met after some records comes with the next call.
+    while passed := int(reader.skip(1 << 62)):
+        n += passed
     return n
 
 
