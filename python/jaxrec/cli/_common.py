@@ -368,7 +368,8 @@ def iter_chunks(reader: Any, size: int, advance: Callable, max_records: int = 1 
         max_records: at most this many records per chunk.
     """
     plain, done = reader.compression == "", 0
-    while (chunk := reader.read_chunk(max_records, 16 << 20)) is not None:
+    # 4 MiB blocks: the native reader reuses blocks of up to 8 MiB; larger ones are new pages.
+    while (chunk := reader.read_chunk(max_records, 4 << 20)) is not None:
         if plain:
             advance(chunk.end_offset - done)
             done = chunk.end_offset
