@@ -224,6 +224,32 @@ fn tabular_spec() -> CompiledSpec {
     CompiledSpec::new(floats.chain(ints).chain([label]).collect()).unwrap()
 }
 
+/// A serialized Example with one list of 64 hashed ids (4- and 5-byte varints, the width the
+/// SIMD decoder of short ids hands back to the scalar one): guards that hand-over.
+fn hashed_ids_example(i: usize) -> Vec<u8> {
+    let mut packed = Vec::new();
+    for t in 0..64 {
+        write_varint(
+            &mut packed,
+            (1 << 21) + scattered_id(i, t) * 1_000_003 % (1 << 34),
+        );
+    }
+    example([("ids".to_string(), packed_feature(0x1a, &packed))])
+}
+
+fn hashed_ids_spec() -> CompiledSpec {
+    let int0 = Defaults::Int(vec![0]);
+    CompiledSpec::new(vec![feature(
+        "ids",
+        Kind::Var,
+        OutDType::I64,
+        1,
+        Some(64),
+        int0,
+    )])
+    .unwrap()
+}
+
 fn bench_parse(c: &mut Criterion) {
     let mut group = c.benchmark_group("parse");
     for (name, records, spec) in [
@@ -236,6 +262,11 @@ fn bench_parse(c: &mut Criterion) {
             "tabular batch of 256",
             (0..256).map(tabular_example).collect(),
             tabular_spec(),
+        ),
+        (
+            "hashed ids batch of 256",
+            (0..256).map(hashed_ids_example).collect(),
+            hashed_ids_spec(),
         ),
     ] {
         let slices: Vec<&[u8]> = records.iter().map(Vec::as_slice).collect();
