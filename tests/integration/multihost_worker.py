@@ -15,6 +15,7 @@ import jax
 jax.distributed.initialize()
 
 import numpy as np  # noqa: E402
+from clean_exit import exit_cleanly  # noqa: E402
 from jax.sharding import Mesh, NamedSharding, PartitionSpec  # noqa: E402
 
 import jaxrec as jr  # noqa: E402
@@ -57,3 +58,4 @@ out.write_text(
     )
 )
 jax.distributed.shutdown()
+exit_cleanly()

@@ -15,6 +15,7 @@ import jax
 jax.distributed.initialize()
 
 import numpy as np  # noqa: E402
+from clean_exit import exit_cleanly  # noqa: E402
 from jax.sharding import Mesh, NamedSharding, PartitionSpec  # noqa: E402
 
 import jaxrec as jr  # noqa: E402
@@ -69,7 +70,7 @@ if "mix" in config:  # {"sources": [[files], ...], "weights": [...]}: a Mix of L
     with open(f"{config['out']}/host-{jax.process_index()}.json", "w") as f:
         json.dump({"sources": sources, "ids": mixed_ids}, f)
     jax.distributed.shutdown()
-    sys.exit(0)
+    exit_cleanly()
 loader = make(
     spec=spec,
     **extra,
@@ -124,3 +125,4 @@ result = {
 with open(f"{config['out']}/host-{jax.process_index()}.json", "w") as f:
     json.dump(result, f)
 jax.distributed.shutdown()
+exit_cleanly()
