@@ -99,8 +99,7 @@ class ExampleParser:
             None if self._sequence_spec is None else self._sequence_spec.native,
         )
         self._lock = threading.Lock()
-        # _example_columns' plans, by the spec list they were made for.
-        self._plans: dict[int, tuple[list[CompiledFeature], list[_ColumnPlan]]] = {}
+        self._plans = [_ColumnPlan.of(spec) for spec in self._context]  # see _columns
         self.truncated: dict[str, int] = {}
         self.skipped: dict[str, int] = {}
         self.skip_errors: list[str] = []
@@ -198,54 +197,14 @@ class ExampleParser:
             out.update(done.outputs)
             self._count(comp.name, done.truncated)
 
-    def _columns(
-        self,
-        specs: list[CompiledFeature],
-        cols: list[_native.Column],
-        out: dict,
-        steps_out: dict | None,
-    ) -> None:
-        if steps_out is None:  # an Example's features, or a SequenceExample's context
-            self._example_columns(specs, cols, out)
-            return
-        for spec, col in zip(specs, cols[: len(specs)], strict=True):
-            values = column_values(col)
-            b = values.shape[0]
-            if col.steps is not None:  # a sequence feature of a SequenceExample
-                if spec.kind == KIND_SEQUENCE:
-                    values = values.reshape((b, values.shape[1], *spec.shape))
-                else:
-                    out[length_key(spec.name)] = col.lengths.reshape(b, values.shape[1])
-                steps_out[spec.name] = col.steps
-                out[spec.name] = values
-                self._count(spec.name, col.truncated)
-                continue
-            if spec.decoding is None and spec.kind == KIND_FIXED:
-                values = values.reshape((b, *spec.shape))
-            elif spec.decoding is None and spec.kind != KIND_VAR:  # FixedLenSequence
-                values = values.reshape((b, values.shape[1], *spec.shape))
-            arrays = {"values": values, "lengths": col.lengths, "shapes": col.shapes}
-            arrays["valid"] = col.valid
-            for key, part in _example_outputs(spec):
-                out[key] = arrays[part]
-            if spec.decoding is not None:
-                self._count_skips(spec.name, col.skipped, col.skips)
-            else:
-                self._count(spec.name, col.truncated)
+    def _columns(self, cols: list[_native.Column], out: dict) -> None:
+        """Adds the outputs of an Example's (or a SequenceExample context's) plain columns.
 
-    def _example_columns(
-        self, specs: list[CompiledFeature], cols: list[_native.Column], out: dict
-    ) -> None:
-        """:meth:`_columns` of an Example's features, from plans made once per spec.
-
-        On tabular data (40 scalar features) the general loop was 40 % of :meth:`parse`, most
-        of it reading parts of each column that its feature does not output.
+        Each feature's :class:`_ColumnPlan` (made once, in ``__init__``) says which parts of
+        its column it outputs, and only those are read from the native column: reading every
+        part of every column was 40 % of :meth:`parse` on tabular data (40 scalar features).
         """
-        plans = self._plans.get(id(specs))
-        if plans is None or plans[0] is not specs:
-            plans = (specs, [_ColumnPlan.of(spec) for spec in specs])
-            self._plans[id(specs)] = plans
-        for plan, col in zip(plans[1], cols[: len(specs)], strict=True):
+        for plan, col in zip(self._plans, cols[: len(self._plans)], strict=True):
             values = col.values
             view = col.view_dtype
             if view is not None:
@@ -261,6 +220,19 @@ class ExampleParser:
                     self._count_skips(plan.name, col.skipped, col.skips)
             elif col.truncated:
                 self._count(plan.name, col.truncated)
+
+    def _feature_list_columns(self, cols: list[_native.Column], out: dict, steps: dict) -> None:
+        """Adds the outputs of a SequenceExample's feature lists; their step counts to ``steps``."""
+        for spec, col in zip(self._sequence or [], cols, strict=True):
+            values = column_values(col)
+            b = values.shape[0]
+            if spec.kind == KIND_SEQUENCE:
+                values = values.reshape((b, values.shape[1], *spec.shape))
+            else:
+                out[length_key(spec.name)] = col.lengths.reshape(b, values.shape[1])
+            steps[spec.name] = col.steps
+            out[spec.name] = values
+            self._count(spec.name, col.truncated)
 
     def parse(self, serialized: Serialized) -> dict[str, np.ndarray]:
         """Parses a batch of serialized ``tf.train.Example`` messages.
@@ -281,7 +253,7 @@ class ExampleParser:
             raise TypeError("this parser reads SequenceExamples; use parse_sequence")
         parsed, locate = self._run(serialized)
         out: dict[str, np.ndarray] = {}
-        self._columns(self._context, parsed.context, out, None)
+        self._columns(parsed.context, out)
         self._composites(self._context_spec, parsed.context, out, locate)
         return out
 
@@ -300,9 +272,9 @@ class ExampleParser:
         context: dict[str, np.ndarray] = {}
         feature_lists: dict[str, np.ndarray] = {}
         lengths: dict[str, np.ndarray] = {}
-        self._columns(self._context, parsed.context, context, None)
+        self._columns(parsed.context, context)
         self._composites(self._context_spec, parsed.context, context, locate)
-        self._columns(self._sequence or [], parsed.sequence, feature_lists, lengths)
+        self._feature_list_columns(parsed.sequence, feature_lists, lengths)
         return context, feature_lists, lengths
 
     def parse_rows(
@@ -348,11 +320,11 @@ class ExampleParser:
     ) -> dict[str, np.ndarray]:
         """The dict of :meth:`parse_rows` from its native result."""
         out: dict[str, np.ndarray] = {}
-        self._columns(self._context, parsed.context, out, None)
+        self._columns(parsed.context, out)
         self._composites(self._context_spec, parsed.context, out, _in_chunks(chunks, which, rows))
         if self._sequence is not None:
             steps: dict[str, np.ndarray] = {}
-            self._columns(self._sequence, parsed.sequence, out, steps)
+            self._feature_list_columns(parsed.sequence, out, steps)
             for spec in self._sequence:
                 key = f"{spec.name}_steps" if spec.kind == KIND_VAR else length_key(spec.name)
                 out[key] = steps[spec.name].astype(np.int32)

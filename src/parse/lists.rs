@@ -707,36 +707,12 @@ mod tests {
     /// The packed decoder and the plain loop agree on `block` into `room` values of every
     /// output type: with (u8, u16, bool) and without (i32, i64, u64) range checks on short ids.
     fn assert_agree(block: &[u8], room: usize) {
-        assert_eq!(
-            fast::<i32>(block, room),
-            plain::<i32>(block, room),
-            "{block:?}"
-        );
-        assert_eq!(
-            fast::<i64>(block, room),
-            plain::<i64>(block, room),
-            "{block:?}"
-        );
-        assert_eq!(
-            fast::<u64>(block, room),
-            plain::<u64>(block, room),
-            "{block:?}"
-        );
-        assert_eq!(
-            fast::<u16>(block, room),
-            plain::<u16>(block, room),
-            "{block:?}"
-        );
-        assert_eq!(
-            fast::<u8>(block, room),
-            plain::<u8>(block, room),
-            "{block:?}"
-        );
-        assert_eq!(
-            fast::<bool>(block, room),
-            plain::<bool>(block, room),
-            "{block:?}"
-        );
+        macro_rules! agree {
+            ($($t:ty),*) => {$(
+                assert_eq!(fast::<$t>(block, room), plain::<$t>(block, room), "{block:?}");
+            )*};
+        }
+        agree!(i32, i64, u64, u16, u8, bool);
     }
 
     /// The packed decoder against the plain one-varint-at-a-time loop, on random blocks: valid
