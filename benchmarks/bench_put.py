@@ -6,10 +6,15 @@ A tokens batch (DESIGN.md W1: tokens [256, 256] int32, lengths, 16 dense floats,
 - ``device_put(dict)``: what the Loader does today, one call for the dict;
 - ``one buffer``: the arrays copied into one byte buffer on the host, one ``device_put``, and a
   jitted function that cuts it back into the arrays on the device (bitcasts, no copies);
-- ``device_put each``: one call per array.
+- ``device_put each``: one call per array;
+- ``jit identity``: a jitted identity with the batch's shardings, called with the numpy dict (its
+  C++ fast path transfers the arguments), and ``jit identity donated``, the same with the
+  transferred buffers donated, so the outputs are those buffers (what the Loader does for a
+  sharding on one device).
 
 Each way is timed waiting for every batch (latency) and waiting only at the end (throughput,
-what a prefetching feeder sees). Medians of ``--repeats``.
+what a prefetching feeder sees), with the calling thread's CPU time per batch (Python holding the
+GIL the training loop needs). Medians of ``--repeats``.
 
     python benchmarks/bench_put.py
 """
@@ -82,27 +87,38 @@ def main() -> int:
     for k, v in batch.items():
         np.testing.assert_array_equal(np.asarray(got[k]), v)
 
+    placed = dict.fromkeys(batch, jax.sharding.SingleDeviceSharding(device))
+    identity = jax.jit(lambda b: b, in_shardings=(placed,), out_shardings=placed)
+    donated = jax.jit(lambda b: b, in_shardings=(placed,), out_shardings=placed, donate_argnums=0)
     ways = {
         "device_put(dict)": lambda: jax.device_put(batch, device),
         "one buffer": lambda: unpack(jax.device_put(pack(batch), device)),
         "device_put each": lambda: {k: jax.device_put(v, device) for k, v in batch.items()},
+        "jit identity": lambda: identity(batch),
+        "jit identity donated": lambda: donated(batch),
     }
+    for name in ("jit identity", "jit identity donated"):
+        got = ways[name]()
+        for k, v in batch.items():
+            np.testing.assert_array_equal(np.asarray(got[k]), v)
     results = {}
     for name, put in ways.items():
         jax.block_until_ready(put())
-        lat, thr = [], []
+        lat, thr, cpu = [], [], []
         for _ in range(args.repeats):
             t0 = time.perf_counter()
             for _ in range(args.batches):
                 jax.block_until_ready(put())
             lat.append((time.perf_counter() - t0) / args.batches)
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.thread_time()
             outs = [put() for _ in range(args.batches)]
+            cpu.append((time.thread_time() - c0) / args.batches)
             jax.block_until_ready(outs)
             thr.append((time.perf_counter() - t0) / args.batches)
         results[name] = {
             "latency_ms": 1e3 * statistics.median(lat),
             "pipelined_ms": 1e3 * statistics.median(thr),
+            "cpu_us": 1e6 * statistics.median(cpu),
         }
     mb = sum(v.nbytes for v in batch.values()) / 1e6
     if args.json:
@@ -111,8 +127,8 @@ def main() -> int:
     print(f"{device.device_kind}: a {mb:.2f} MB batch of {len(batch)} arrays, per batch:")
     for name, r in results.items():
         print(
-            f"  {name:18} {r['latency_ms']:7.3f} ms waited each   {r['pipelined_ms']:7.3f} ms "
-            f"pipelined ({mb / r['pipelined_ms']:.2f} GB/s)"
+            f"  {name:20} {r['latency_ms']:7.3f} ms waited each   {r['pipelined_ms']:7.3f} ms "
+            f"pipelined ({mb / r['pipelined_ms']:.2f} GB/s)   {r['cpu_us']:6.0f} us CPU"
         )
     return 0
 

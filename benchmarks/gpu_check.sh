@@ -5,10 +5,11 @@
 #
 #     WHEEL_DIR=dist bash benchmarks/gpu_check.sh [OUT_DIR]
 #
-# Prints, and writes to OUT_DIR: the devices, a correctness check (Loader batches on the device
-# == the same Loader's numpy batches), the demo, examples/pretrain_packed.py (a causal LM on packed
-# rows: step time fed by the Loader vs a constant batch), bench_device_feed (a jitted step fed by
-# the Loader vs a constant batch) and bench_transfer (device_put's ceiling vs the Loader).
+# Prints, and writes to OUT_DIR, most important first (a lease may end early): the devices, a
+# correctness check (Loader batches on the device == the same Loader's numpy batches),
+# bench_device_feed (a jitted step fed by the Loader vs a constant batch), bench_transfer
+# (device_put's ceiling vs the Loader), the demo, and examples/pretrain_packed.py (a causal LM on
+# packed rows: step time fed by the Loader vs a constant batch).
 set -uo pipefail
 OUT_DIR="${1:-${OUT:-/tmp/jaxrec-gpu-check}}"
 mkdir -p "$OUT_DIR"
@@ -48,16 +49,6 @@ print("OK: 40 device batches equal the host batches;", {k: (v.shape, str(v.dtype
 print("stats:", {k: v for k, v in dev_loader.stats().items() if "seconds" in k or k in ("records", "batches")})
 PY
 
-echo "== demo" | tee "$OUT_DIR/demo.txt"
-timeout 180 python3 -m jaxrec.demo 2>&1 | tail -25 | tee -a "$OUT_DIR/demo.txt"
-
-echo "== pretrain_packed" | tee "$OUT_DIR/packed.txt"
-for size in "64 512 256" "32 2048 512"; do
-    set -- $size
-    timeout 300 python3 "$repo/examples/pretrain_packed.py" --batch-size "$1" --seq-len "$2" \
-        --width "$3" --steps 200 --documents 20000 2>&1 | tail -4 | tee -a "$OUT_DIR/packed.txt"
-done
-
 cd "$repo/benchmarks"
 for threads in ${THREADS:-2 8}; do
     echo "== bench_device_feed --threads $threads" | tee -a "$OUT_DIR/feed.txt"
@@ -66,4 +57,15 @@ for threads in ${THREADS:-2 8}; do
     echo "== bench_transfer --threads $threads" | tee -a "$OUT_DIR/transfer.txt"
     timeout 240 python3 bench_transfer.py --threads "$threads" --records 100000 --data-dir /tmp/jaxrec-bench 2>&1 \
         | tail -8 | tee -a "$OUT_DIR/transfer.txt"
+done
+
+cd /tmp
+echo "== demo" | tee "$OUT_DIR/demo.txt"
+timeout 180 python3 -m jaxrec.demo 2>&1 | tail -25 | tee -a "$OUT_DIR/demo.txt"
+
+echo "== pretrain_packed" | tee "$OUT_DIR/packed.txt"
+for size in "64 512 256" "32 2048 512"; do
+    set -- $size
+    timeout 300 python3 "$repo/examples/pretrain_packed.py" --batch-size "$1" --seq-len "$2" \
+        --width "$3" --steps 200 --documents 20000 2>&1 | tail -4 | tee -a "$OUT_DIR/packed.txt"
 done

@@ -8,7 +8,7 @@ import pytest
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 import jaxrec as jr
-from jaxrec._loader.device import check_batch_fits, to_device
+from jaxrec._loader.device import _placement_program, check_batch_fits, to_device
 
 
 @pytest.fixture(scope="module")
@@ -103,3 +103,67 @@ def test_per_feature_shardings(tmp_path):
     over_all = NamedSharding(Mesh(np.array(jax.devices()), ("all",)), PartitionSpec("all"))
     with pytest.raises(jr.ShardingError, match="global batch of 6 rows"):
         jr.Loader(str(path), spec, 6, sharding={"*": over_all, "v": rows})
+
+
+@pytest.mark.parametrize(
+    "one_device",
+    [
+        jax.sharding.SingleDeviceSharding(jax.devices()[3]),
+        NamedSharding(Mesh(np.array(jax.devices()[5:6]), ("data",)), PartitionSpec("data")),
+    ],
+    ids=["SingleDeviceSharding", "one-device mesh"],
+)
+def test_a_one_device_sharding_places_through_a_jitted_identity(one_device):
+    batch = {
+        "tokens": np.arange(6 * 4, dtype=np.int32).reshape(6, 4),
+        "x": np.linspace(0, 1, 6, dtype=np.float32),
+        "id": np.array([b"a", b"b", b"", b"d", b"e", b"f"], dtype=object),
+        "mask": np.array([1, 1, 1, 1, 0, 0], bool),
+    }
+    kept = {k: v.copy() for k, v in batch.items()}
+    assert _placement_program((("x", one_device),)) is not None
+    for _ in range(2):  # the second call reuses the compiled program
+        out = to_device(batch, one_device, process_count=1)
+        assert list(out) == list(batch) and out["id"] is batch["id"]
+        for k in ("tokens", "x", "mask"):
+            assert isinstance(out[k], jax.Array) and out[k].sharding == one_device
+            assert out[k].devices() == one_device.device_set and out[k].dtype == batch[k].dtype
+            np.testing.assert_array_equal(np.asarray(out[k]), kept[k])
+    # The host arrays are untouched: donation gives away the transferred copies only.
+    for k in ("tokens", "x", "mask"):
+        np.testing.assert_array_equal(batch[k], kept[k])
+
+
+def test_a_sharding_over_several_devices_is_placed_by_device_put(data_sharding):
+    single = jax.sharding.SingleDeviceSharding(jax.devices()[0])
+    assert _placement_program((("x", data_sharding),)) is None
+    assert _placement_program((("x", single), ("y", data_sharding))) is None
+    batch = {"x": np.arange(8, dtype=np.float32), "y": np.arange(8, dtype=np.int32)}
+    out = to_device(batch, {"x": single, "y": data_sharding}, process_count=1)
+    assert out["x"].sharding == single and out["y"].sharding == data_sharding
+    np.testing.assert_array_equal(np.asarray(out["y"]), batch["y"])
+
+
+def test_a_loader_on_one_device_yields_its_numpy_batches(tmp_path):
+    path = tmp_path / "d.tfrecord"
+    with jr.TFRecordWriter(path) as w:
+        for i in range(45):
+            w.write(jr.encode_example({"t": list(range(i % 7)), "y": i, "id": b"%d" % i}))
+    spec = {
+        "t": jr.VarLenFeature(np.int32, max_len=4, truncate=True),
+        "y": jr.FixedLenFeature([], np.int32),
+        "id": jr.FixedLenFeature([], bytes),
+    }
+    kw = dict(batch_size=8, shuffle=True, seed=1, num_epochs=2)
+    host = list(jr.Loader(str(path), spec, **kw))
+    one_device = jax.sharding.SingleDeviceSharding(jax.devices()[1])
+    placed = list(jr.Loader(str(path), spec, sharding=one_device, **kw))
+    assert len(placed) == len(host) == 12  # 6 batches an epoch, the last padded
+    for h, p in zip(host, placed, strict=True):
+        assert list(p) == list(h)
+        for k, v in h.items():
+            if v.dtype == object:
+                assert list(p[k]) == list(v)
+            else:
+                assert p[k].devices() == {jax.devices()[1]}
+                np.testing.assert_array_equal(np.asarray(p[k]), v)
