@@ -104,6 +104,46 @@ pub fn try_zeroed<T: ZeroBits>(len: usize) -> Result<Vec<T>, AllocError> {
     Ok(unsafe { Vec::from_raw_parts(ptr, len, len) })
 }
 
+/// [`try_zeroed`] for a batch its decoder writes (nearly) whole: decoded images and tensors.
+/// Large ones are backed by huge pages.
+///
+/// Why: a batch of 256 224x224x3 images is 38.5 MB, above glibc's largest mmap threshold, so
+/// every batch is fresh pages, and faulting them in 4 KiB at a time (a fault, a page-table
+/// lock and a memory-cgroup charge each) took a fifth of the Loader's CPU on raw pixels
+/// (`perf`); huge pages take 512 times fewer faults. Only for dense batches: a parsed column
+/// padded to a long row touches a few pages of each row, and huge pages would make it take
+/// (and zero) the memory of its padding too.
+pub fn try_zeroed_dense<T: ZeroBits>(len: usize) -> Result<Vec<T>, AllocError> {
+    let v = try_zeroed::<T>(len)?;
+    advise_huge_pages(v.as_ptr().cast::<u8>(), std::mem::size_of_val(v.as_slice()));
+    Ok(v)
+}
+
+/// Allocations of at least this many bytes are backed by huge pages where the kernel offers
+/// them (numpy's threshold for its own arrays).
+pub const HUGE_PAGE_MIN_BYTES: usize = 4 << 20;
+
+/// Asks the kernel to back the 2 MiB-aligned inside of a fresh, untouched allocation with
+/// transparent huge pages, as numpy does for its large arrays. Advice only: where THP is off,
+/// or on other systems, nothing changes.
+#[inline]
+fn advise_huge_pages(ptr: *const u8, bytes: usize) {
+    #[cfg(target_os = "linux")]
+    if bytes >= HUGE_PAGE_MIN_BYTES {
+        const HUGE: usize = 2 << 20;
+        let start = (ptr as usize).next_multiple_of(HUGE);
+        let end = (ptr as usize + bytes) & !(HUGE - 1);
+        if end > start {
+            // SAFETY: [start, end) lies inside one live allocation of ours; MADV_HUGEPAGE
+            // changes how its pages are backed, never their contents. Failure (THP off, an
+            // old kernel) leaves the pages as they were, so the result is ignored.
+            unsafe { libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE) };
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = (ptr, bytes);
+}
+
 /// `len` copies of `fill`: [`try_zeroed`] when `fill` is zero bits, else [`try_filled`].
 #[inline]
 pub fn try_filled_zeroable<T: ZeroBits>(len: usize, fill: T) -> Result<Vec<T>, AllocError> {
@@ -171,6 +211,45 @@ mod tests {
         let mut v = try_filled_zeroable(3, 0i16).unwrap();
         v.push(5); // a Vec like any other: it grows and frees with the global allocator
         assert_eq!(v, vec![0, 0, 0, 5]);
+    }
+
+    #[test]
+    fn dense_batches_are_zeros_on_huge_pages_where_the_kernel_has_them() {
+        assert_eq!(try_zeroed_dense::<u8>(3).unwrap(), vec![0; 3]);
+        assert!(try_zeroed_dense::<u64>(usize::MAX / 4).is_err());
+        let mut big = try_zeroed_dense::<u32>(3 * HUGE_PAGE_MIN_BYTES / 4).unwrap();
+        assert!(big.iter().all(|&v| v == 0));
+        big[12345] = 7;
+        assert_eq!(big.iter().map(|&v| u64::from(v)).sum::<u64>(), 7);
+        // The advice is on the mapping (smaps' VmFlags "hg"), whether or not the kernel then
+        // finds free huge pages; only a kernel without THP has no such flag.
+        #[cfg(target_os = "linux")]
+        if std::path::Path::new("/sys/kernel/mm/transparent_hugepage").exists() {
+            let at = big.as_ptr() as usize + 2 * (2 << 20);
+            let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
+            let mut inside = false;
+            let mut flagged = None;
+            for line in smaps.lines() {
+                if let Some((range, _)) = line.split_once(' ') {
+                    if let Some((lo, hi)) = range.split_once('-') {
+                        if let (Ok(lo), Ok(hi)) =
+                            (usize::from_str_radix(lo, 16), usize::from_str_radix(hi, 16))
+                        {
+                            inside = lo <= at && at < hi;
+                            continue;
+                        }
+                    }
+                }
+                if inside && line.starts_with("VmFlags:") {
+                    flagged = Some(line.split_whitespace().any(|f| f == "hg"));
+                }
+            }
+            assert_eq!(
+                flagged,
+                Some(true),
+                "no MADV_HUGEPAGE on the batch's mapping"
+            );
+        }
     }
 
     #[test]

@@ -10,7 +10,7 @@ use super::rows::{
     row_err, shape_values, single_bytes, to_dim, Elem, Found, Inputs, RowError, RowResult, Rows,
 };
 use super::spec::{Dim, RawSpec, ShapeFrom};
-use crate::alloc::try_zeroed;
+use crate::alloc::try_zeroed_dense;
 use crate::column::{Column, ColumnData};
 use crate::dtype::OutDType;
 use crate::error::{Error, Result};
@@ -139,7 +139,7 @@ pub(super) fn raw_column<'a>(
     macro_rules! fill {
         ($t:ty, $wrap:expr) => {{
             let n = numel(&out_shape).unwrap_or(0);
-            let mut out: Vec<$t> = alloc_batch(&name, b, n, try_zeroed::<$t>)?;
+            let mut out: Vec<$t> = alloc_batch(&name, b, n, try_zeroed_dense::<$t>)?;
             for row in 0..b {
                 if let Some(shape) = &shapes[row] {
                     let vals: Vec<$t> = data[row]

@@ -13,7 +13,7 @@ use super::tensor_proto::{
     value_field, TensorView,
 };
 pub use super::tensor_proto::{serialize_tensor, TensorValues};
-use crate::alloc::{try_filled, try_zeroed};
+use crate::alloc::{try_filled, try_zeroed_dense};
 use crate::column::{Column, ColumnData};
 use crate::dtype::OutDType;
 use crate::error::{Error, Result};
@@ -152,7 +152,7 @@ pub(super) fn tensor_column<'a>(
     let name = rows.name().to_owned();
     macro_rules! fill {
         ($t:ty, $wrap:expr, $fixed:expr, $from:expr) => {{
-            let mut out: Vec<$t> = alloc_batch(&name, b, n_out, try_zeroed::<$t>)?;
+            let mut out: Vec<$t> = alloc_batch(&name, b, n_out, try_zeroed_dense::<$t>)?;
             for (row, t) in parsed.iter().enumerate() {
                 let Some(t) = t else { continue };
                 let n = numel(&t.shape).unwrap_or(0);

@@ -33,7 +33,7 @@ pub use types::{sniff, Decoded, Format, ImageSpec, PixelType, Resize};
 
 use super::pad::MAX_ROW_BYTES;
 use super::rows::{single_bytes, Found, RowError, Rows};
-use crate::alloc::{try_zeroed, ZeroBits};
+use crate::alloc::{try_zeroed_dense, ZeroBits};
 use crate::column::{Column, ColumnData};
 use crate::error::{Error, Result};
 use codecs::{decode_jpeg, decode_png};
@@ -163,7 +163,7 @@ pub(super) fn image_column<'a, T: Pixel + ZeroBits>(
         .checked_mul(n)
         .filter(|t| t.saturating_mul(std::mem::size_of::<T>()) <= MAX_ROW_BYTES.saturating_mul(4))
         .ok_or_else(|| Error::spec(Some(rows.name()), "image batch too large"))?;
-    let mut out = try_zeroed::<T>(total)
+    let mut out = try_zeroed_dense::<T>(total)
         .map_err(|e| Error::spec(Some(rows.name()), format!("image batch too large: {e}")))?;
     let mut scratch = Vec::new(); // one pixel buffer, reused image after image
     for (row, found) in mine.iter().enumerate() {
