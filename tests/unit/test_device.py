@@ -167,3 +167,19 @@ def test_a_loader_on_one_device_yields_its_numpy_batches(tmp_path):
             else:
                 assert p[k].devices() == {jax.devices()[1]}
                 np.testing.assert_array_equal(np.asarray(p[k]), v)
+
+
+def test_batches_of_ever_new_shapes_stop_compiling_and_go_through_device_put(monkeypatch):
+    one_device = jax.sharding.SingleDeviceSharding(jax.devices()[2])
+    place = _placement_program((("t", one_device),))
+    monkeypatch.setattr(type(place), "MAX_SHAPES", 3)
+    compiled = []
+    real = place.jitted
+    monkeypatch.setattr(place, "jitted", lambda b: compiled.append(b["t"].shape) or real(b))
+    for width in (1, 2, 3, 4, 5, 2):  # a VarLen padded to each batch's longest row
+        batch = {"t": np.arange(4 * width, dtype=np.int32).reshape(4, width)}
+        out = to_device(batch, one_device, process_count=1)
+        assert out["t"].sharding == one_device
+        np.testing.assert_array_equal(np.asarray(out["t"]), batch["t"])
+    # The first three shapes went through the jitted identity, and so does a known one again.
+    assert compiled == [(4, 1), (4, 2), (4, 3), (4, 2)]
