@@ -183,3 +183,18 @@ def test_batches_of_ever_new_shapes_stop_compiling_and_go_through_device_put(mon
         np.testing.assert_array_equal(np.asarray(out["t"]), batch["t"])
     # The first three shapes went through the jitted identity, and so does a known one again.
     assert compiled == [(4, 1), (4, 2), (4, 3), (4, 2)]
+
+
+def test_a_sharding_into_another_memory_is_placed_by_device_put():
+    device = jax.devices()[0]
+    kinds = {m.kind for m in device.addressable_memories()}
+    default = jax.sharding.SingleDeviceSharding(device, memory_kind=device.default_memory().kind)
+    assert _placement_program((("x", default),)) is not None
+    other = sorted(kinds - {device.default_memory().kind})
+    if not other:
+        pytest.skip(f"{device.platform} has one memory: {kinds}")
+    host = jax.sharding.SingleDeviceSharding(device, memory_kind=other[0])
+    assert _placement_program((("x", host),)) is None
+    out = to_device({"x": np.arange(4, dtype=np.float32)}, host, process_count=1)
+    assert out["x"].sharding.memory_kind == other[0]
+    np.testing.assert_array_equal(np.asarray(out["x"]), np.arange(4, dtype=np.float32))
