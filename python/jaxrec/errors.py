@@ -139,7 +139,7 @@ class EncodeError(JaxrecError, TypeError, ValueError):
 
 
 class ShardingError(JaxrecError, ValueError):
-    """Files or records cannot be split across hosts as asked."""
+    """Files or records cannot be split across hosts, or a batch placed on devices, as asked."""
 
 
 class SplitError(JaxrecError, ValueError):

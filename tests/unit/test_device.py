@@ -198,3 +198,44 @@ def test_a_sharding_into_another_memory_is_placed_by_device_put():
     out = to_device({"x": np.arange(4, dtype=np.float32)}, host, process_count=1)
     assert out["x"].sharding.memory_kind == other[0]
     np.testing.assert_array_equal(np.asarray(out["x"]), np.arange(4, dtype=np.float32))
+
+
+@pytest.mark.parametrize(
+    "values, dtype, shown",
+    [
+        ([1, 3_000_000_000], np.int64, "3000000000"),
+        ([-(2**31) - 1, 0], np.int64, "-2147483649"),
+        ([2**40, 1], np.uint64, "1099511627776"),
+    ],
+)
+def test_64_bit_integers_that_would_wrap_on_devices_are_an_error(
+    data_sharding, values, dtype, shown
+):
+    assert not jax.config.jax_enable_x64
+    batch = {"id": np.array(values * 4, dtype)}
+    with pytest.raises(jr.ShardingError, match=f"'id' holds {shown}, .*jax_enable_x64"):
+        to_device(batch, data_sharding, process_count=1)
+    with pytest.raises(jr.ShardingError, match="wrap around"):  # one device, pods alike
+        to_device(batch, jax.sharding.SingleDeviceSharding(jax.devices()[0]), process_count=1)
+
+
+def test_64_bit_integers_within_32_bits_arrive_as_32_bit_integers(data_sharding):
+    edges = np.array([-(2**31), 2**31 - 1, 0, 5, 6, 7, 8, 9], np.int64)
+    out = to_device({"id": edges, "u": np.arange(8, dtype=np.uint64) + 2**32 - 8}, data_sharding, 1)
+    assert out["id"].dtype == np.int32 and out["u"].dtype == np.uint32
+    np.testing.assert_array_equal(np.asarray(out["id"]), edges)
+    np.testing.assert_array_equal(np.asarray(out["u"]), np.arange(8) + 2**32 - 8)
+
+
+def test_a_loader_with_wrapping_ids_fails_naming_them(tmp_path, data_sharding):
+    path = tmp_path / "d.tfrecord"
+    with jr.TFRecordWriter(path) as w:
+        for i in range(16):
+            w.write(jr.encode_example({"id": i * 1_000_000_007}))
+    spec = {"id": jr.FixedLenFeature([], np.int64)}
+    loader = jr.Loader(str(path), spec, 8, sharding=data_sharding)
+    with pytest.raises(jr.ShardingError, match="'id' holds"):
+        list(loader)
+    # On the host the values are whole.
+    host = np.concatenate([b["id"] for b in jr.Loader(str(path), spec, 8)])
+    assert host.dtype == np.int64 and host[15] == 15 * 1_000_000_007

@@ -214,6 +214,39 @@ def _default_memory(sharding) -> bool:
         return False
 
 
+# What JAX makes of 64-bit integers while jax_enable_x64 is off: the 32-bit type of the same
+# sign, each value cut to its low 32 bits.
+_NARROWED = {
+    np.dtype(np.int64): np.iinfo(np.int32),
+    np.dtype(np.uint64): np.iinfo(np.uint32),
+}
+
+
+def _check_fits_32_bits(numeric: Mapping[str, np.ndarray]) -> None:
+    """Refuses 64-bit integers that JAX would wrap around on the way to the device.
+
+    Without x64, ``jax.device_put`` (and a jitted function) turns an int64 array into int32
+    by dropping the high bits, without a word: a hashed id of 3,000,000,000 arrives as
+    -1,294,967,296. The Loader promises to lose nothing silently, so such a batch is an error.
+
+    Raises:
+        ShardingError: naming the key, the value and the two ways out.
+    """
+    for key, v in numeric.items():
+        narrow = _NARROWED.get(v.dtype)
+        if narrow is None or v.size == 0:
+            continue
+        lo, hi = v.min(), v.max()
+        if lo < narrow.min or hi > narrow.max:
+            bad = lo if lo < narrow.min else hi
+            raise ShardingError(
+                f"{key!r} holds {bad}, which does not fit the {narrow.dtype} that JAX puts on "
+                f"devices for {v.dtype} while jax_enable_x64 is off (it would wrap around "
+                "silently): enable x64 (jax.config.update('jax_enable_x64', True)), or leave "
+                "the feature out of the batches placed on devices"
+            )
+
+
 def to_device(batch: Mapping[str, np.ndarray], sharding, process_count: int) -> Batch:
     """Places every numeric array of ``batch`` with its sharding; bytes arrays stay numpy.
 
@@ -231,6 +264,8 @@ def to_device(batch: Mapping[str, np.ndarray], sharding, process_count: int) -> 
     _register()
     out: dict = {}
     numeric = {k: v for k, v in batch.items() if v.dtype != object}
+    if not jax.config.jax_enable_x64:
+        _check_fits_32_bits(numeric)
     if process_count == 1 and numeric:
         shardings = tuple((k, sharding_for(sharding, k)) for k in numeric)
         place = _placement_program(shardings)
