@@ -232,19 +232,26 @@ def _check_fits_32_bits(numeric: Mapping[str, np.ndarray]) -> None:
     Raises:
         ShardingError: naming the key, the value and the two ways out.
     """
-    for key, v in numeric.items():
-        narrow = _NARROWED.get(v.dtype)
-        if narrow is None or v.size == 0:
+    by_dtype: dict[np.dtype, list[tuple[str, np.ndarray]]] = {}
+    for k, v in numeric.items():
+        if v.dtype in _NARROWED and v.size:
+            by_dtype.setdefault(v.dtype, []).append((k, v))
+    for dtype, wide in by_dtype.items():
+        narrow = _NARROWED[dtype]
+        # One min and max over all of them (a tabular batch has dozens of int64 columns).
+        every = np.concatenate([v.ravel() for _, v in wide]) if len(wide) > 1 else wide[0][1]
+        if every.min() >= narrow.min and every.max() <= narrow.max:
             continue
-        lo, hi = v.min(), v.max()
-        if lo < narrow.min or hi > narrow.max:
-            bad = lo if lo < narrow.min else hi
-            raise ShardingError(
-                f"{key!r} holds {bad}, which does not fit the {narrow.dtype} that JAX puts on "
-                f"devices for {v.dtype} while jax_enable_x64 is off (it would wrap around "
-                "silently): enable x64 (jax.config.update('jax_enable_x64', True)), or leave "
-                "the feature out of the batches placed on devices"
-            )
+        for key, v in wide:
+            lo, hi = v.min(), v.max()
+            if lo < narrow.min or hi > narrow.max:
+                bad = lo if lo < narrow.min else hi
+                raise ShardingError(
+                    f"{key!r} holds {bad}, which does not fit the {narrow.dtype} that JAX puts "
+                    f"on devices for {v.dtype} while jax_enable_x64 is off (it would wrap "
+                    "around silently): enable x64 (jax.config.update('jax_enable_x64', True)), "
+                    "or leave the feature out of the batches placed on devices"
+                )
 
 
 def to_device(batch: Mapping[str, np.ndarray], sharding, process_count: int) -> Batch:
