@@ -19,9 +19,85 @@ pub fn masked_crc32c(data: &[u8]) -> u32 {
     mask(crc32c::crc32c(data))
 }
 
+/// Records whose data CRCs [`masked_crc32c_lanes`] computes together.
+pub const LANES: usize = 4;
+
+/// The masked CRC32Cs of [`LANES`] byte strings, computed together.
+///
+/// Why: the CRC instruction has a latency of three cycles and a throughput of one, so one
+/// string's CRC (each step waits for the last) runs at a third of the instruction's speed; the
+/// `crc32c` crate splits long strings into three streams, but a record of a few hundred bytes is
+/// checked as one. Four records' CRCs interleaved keep the instruction busy: the data CRCs of
+/// small records were 4-6 % of a Loader's CPU (`perf`, tokens and tabular workloads).
+#[inline]
+pub fn masked_crc32c_lanes(parts: [&[u8]; LANES]) -> [u32; LANES] {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("sse4.2") {
+        // SAFETY: the CPU has SSE4.2, checked just above.
+        return unsafe { x86::lanes_sse42(parts) };
+    }
+    parts.map(masked_crc32c)
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use super::{mask, LANES};
+    use std::arch::x86_64::_mm_crc32_u64;
+
+    /// Whole 8-byte words that every part has are taken in step, one word of each part after
+    /// the other; each part's rest goes to the `crc32c` crate, which continues its CRC.
+    #[target_feature(enable = "sse4.2")]
+    pub(super) fn lanes_sse42(parts: [&[u8]; LANES]) -> [u32; LANES] {
+        let words = parts.iter().map(|p| p.len() / 8).min().unwrap_or(0);
+        let mut state = [u64::from(u32::MAX); LANES]; // CRC32C starts from all ones
+        for w in 0..words {
+            for (st, part) in state.iter_mut().zip(&parts) {
+                let bytes: [u8; 8] = part[w * 8..w * 8 + 8].try_into().expect("8 bytes");
+                *st = _mm_crc32_u64(*st, u64::from_le_bytes(bytes));
+            }
+        }
+        let mut out = [0u32; LANES];
+        for ((o, st), part) in out.iter_mut().zip(state).zip(&parts) {
+            // The crate's append takes a finished CRC (the state inverted) and goes on.
+            *o = mask(crc32c::crc32c_append(!(st as u32), &part[words * 8..]));
+        }
+        out
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn lanes_match_one_at_a_time() {
+        let data: Vec<u8> = (0..5000u32)
+            .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+            .collect();
+        // Lengths around the word size and far apart, and empty ones.
+        let lens = [
+            0usize, 1, 7, 8, 9, 15, 16, 17, 63, 64, 65, 300, 1023, 1024, 4096,
+        ];
+        for (i, &a) in lens.iter().enumerate() {
+            for (j, &b) in lens.iter().enumerate() {
+                let (c, d) = (
+                    lens[(i + j) % lens.len()],
+                    lens[(i * 7 + j * 3) % lens.len()],
+                );
+                let parts = [
+                    &data[..a],
+                    &data[3..3 + b],
+                    &data[100..100 + c],
+                    &data[11..11 + d],
+                ];
+                assert_eq!(
+                    masked_crc32c_lanes(parts),
+                    parts.map(masked_crc32c),
+                    "{a} {b} {c} {d}"
+                );
+            }
+        }
+    }
 
     #[test]
     fn known_values() {

@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use super::blocks::{rounded_capacity, Block};
 use super::compress::{self, Compression, Input, Source};
-use super::crc::masked_crc32c;
+use super::crc::{masked_crc32c, masked_crc32c_lanes, LANES};
 use super::{FOOTER, HEADER};
 use crate::error::{Error, Location, Result, Skip};
 
@@ -725,6 +725,37 @@ impl RecordReader {
             let buf = block.as_slice();
             let mut p = self.pos;
             let need = loop {
+                if self.opts.verify && max_records.saturating_sub(chunk.len()) >= LANES {
+                    // LANES whole records with sound headers: their data CRCs together.
+                    let mut group = [(0usize, 0usize); LANES];
+                    let mut q = p;
+                    let mut whole = 0;
+                    while whole < LANES {
+                        match self.sound_len(buf, q) {
+                            Some(len) if buf.len() - q >= HEADER + len + FOOTER => {
+                                group[whole] = (q, len);
+                                q += HEADER + len + FOOTER;
+                                whole += 1;
+                            }
+                            _ => break,
+                        }
+                    }
+                    if whole == LANES {
+                        let computed = masked_crc32c_lanes(
+                            group.map(|(q, len)| &buf[q + HEADER..q + HEADER + len]),
+                        );
+                        for ((q, len), crc) in group.into_iter().zip(computed) {
+                            if !self.take_record(chunk, buf, q, len, Some(crc))? {
+                                return Ok(());
+                            }
+                        }
+                        p = self.pos;
+                        if chunk.len() >= max_records {
+                            return Ok(());
+                        }
+                        continue;
+                    }
+                }
                 let len = match self.sound_len(buf, p) {
                     Some(len) => len,
                     None => match self.odd_head(buf, p)? {
@@ -738,31 +769,14 @@ impl RecordReader {
                 if avail < total {
                     break total - avail;
                 }
-                let offset = self.offset_of(p);
-                let (start, end) = (p + HEADER, p + HEADER + len);
-                let mut ok = true;
-                if self.opts.verify {
-                    let stored = le_u32(buf, end);
-                    let computed = masked_crc32c(&buf[start..end]);
-                    if stored != computed {
-                        self.pos = p;
-                        if self.bad_data(offset, stored, computed, len, avail)? {
-                            return Ok(());
-                        }
-                        ok = false;
-                    }
+                let computed = self
+                    .opts
+                    .verify
+                    .then(|| masked_crc32c(&buf[p + HEADER..p + HEADER + len]));
+                if !self.take_record(chunk, buf, p, len, computed)? {
+                    return Ok(());
                 }
-                if ok {
-                    chunk.starts.push(start);
-                    chunk.ends.push(end);
-                    chunk.file_offsets.push(offset);
-                    chunk.indices.push(self.next_index);
-                    self.stats.records += 1;
-                    self.stats.bytes += len as u64;
-                }
-                self.next_index += 1;
-                p += total;
-                self.pos = p;
+                p = self.pos;
                 if chunk.len() >= max_records {
                     return Ok(());
                 }
@@ -776,6 +790,44 @@ impl RecordReader {
                 return Ok(());
             }
         }
+    }
+
+    /// Takes the whole record at `p` of the current block (`len` payload bytes, its header
+    /// sound) into `chunk` and moves past it; `computed` is its data's masked CRC when records
+    /// are verified. False when a bad CRC ends the reader (see [`Self::bad_data`]).
+    #[inline(always)]
+    fn take_record(
+        &mut self,
+        chunk: &mut Chunk,
+        buf: &[u8],
+        p: usize,
+        len: usize,
+        computed: Option<u32>,
+    ) -> Result<bool> {
+        let offset = self.offset_of(p);
+        let (start, end) = (p + HEADER, p + HEADER + len);
+        let mut ok = true;
+        if let Some(computed) = computed {
+            let stored = le_u32(buf, end);
+            if stored != computed {
+                self.pos = p;
+                if self.bad_data(offset, stored, computed, len, buf.len() - p)? {
+                    return Ok(false);
+                }
+                ok = false;
+            }
+        }
+        if ok {
+            chunk.starts.push(start);
+            chunk.ends.push(end);
+            chunk.file_offsets.push(offset);
+            chunk.indices.push(self.next_index);
+            self.stats.records += 1;
+            self.stats.bytes += len as u64;
+        }
+        self.next_index += 1;
+        self.pos = end + FOOTER;
+        Ok(true)
     }
 
     /// A record at `offset` whose data CRC does not match: skipped (false), or, when it is

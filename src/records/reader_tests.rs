@@ -90,6 +90,62 @@ fn data_crc_mismatch_is_located() {
 }
 
 #[test]
+fn data_crcs_checked_four_at_a_time_fail_at_the_first_bad_record() {
+    // Records of many lengths, so groups of four (whose CRCs are computed together) start
+    // everywhere; each bad record in turn, read in chunks of every size around a group's.
+    let recs: Vec<Vec<u8>> = (0..23)
+        .map(|i| vec![(i * 37) as u8; (i * 13) % 50])
+        .collect();
+    let refs: Vec<&[u8]> = recs.iter().map(|r| r.as_slice()).collect();
+    let clean = framed(&refs);
+    let at: Vec<usize> = (0..recs.len())
+        .map(|i| refs[..i].iter().map(|r| HEADER + r.len() + FOOTER).sum())
+        .collect();
+    for bad in 0..recs.len() {
+        let mut bytes = clean.clone();
+        // The payload's first byte, or its CRC for an empty record.
+        bytes[at[bad] + HEADER] ^= 0x40;
+        for max in [1, 3, 4, 5, 8, 1000] {
+            let err = read_all(
+                &mut reader(bytes.clone(), ReaderOptions::default()),
+                max,
+                1 << 20,
+            )
+            .unwrap_err();
+            match err {
+                Error::Corrupt { loc, .. } => {
+                    assert_eq!(loc.record_index, Some(bad as u64), "bad={bad} max={max}");
+                    assert_eq!(loc.byte_offset, Some(at[bad] as u64), "bad={bad} max={max}");
+                }
+                other => panic!("bad={bad} max={max}: {other:?}"),
+            }
+            let skip = ReaderOptions {
+                skip_errors: true,
+                ..ReaderOptions::default()
+            };
+            let mut r = reader(bytes.clone(), skip);
+            let mut want = recs.clone();
+            want.remove(bad);
+            assert_eq!(
+                read_all(&mut r, max, 1 << 20).unwrap(),
+                want,
+                "bad={bad} max={max}"
+            );
+            assert_eq!(r.stats().skipped_records, 1);
+            assert_eq!(r.stats().skips[0].loc.record_index, Some(bad as u64));
+            // The records before the bad one come first, in chunks of at most `max`.
+            let mut r = reader(bytes.clone(), ReaderOptions::default());
+            let mut before = Vec::new();
+            while let Ok(Some(c)) = r.next_chunk(max, 1 << 20) {
+                assert!(c.len() <= max);
+                before.extend((0..c.len()).map(|i| c.record(i).to_vec()));
+            }
+            assert_eq!(before, recs[..bad], "bad={bad} max={max}");
+        }
+    }
+}
+
+#[test]
 fn absurd_length_fails_before_allocating() {
     let len = (u64::MAX / 2).to_le_bytes();
     let mut bytes = len.to_vec();
