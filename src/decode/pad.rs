@@ -2,7 +2,7 @@
 //! `max_shape` (or the batch's largest row, bounded by [`MAX_ROW_BYTES`]), and its elements
 //! copied to the origin of its zero-padded slot.
 
-use super::rows::{row_err, RowError, RowResult};
+use super::rows::{row_err, Elem, RowError, RowResult};
 use crate::alloc::AllocError;
 use crate::dtype::OutDType;
 use crate::error::{Error, Location, Result};
@@ -92,6 +92,26 @@ pub(super) fn copy_padded<T: Copy>(src: &[T], shape: &[usize], dst: &mut [T], ds
     }
 }
 
+/// Reads the elements stored in `bytes` (a row of shape `shape`, `little`-endian or not) into
+/// `dst` (a zeroed row of shape `dst_shape`) at its origin: straight into `dst` when the shapes
+/// agree (a fixed shape: every row of the batch), through one row buffer and [`copy_padded`]
+/// otherwise. Reading every row into a buffer first cost a second copy of each batch.
+pub(super) fn read_padded<T: Elem>(
+    bytes: &[u8],
+    little: bool,
+    shape: &[usize],
+    dst: &mut [T],
+    dst_shape: &[usize],
+) {
+    let values = bytes.chunks_exact(T::SIZE).map(|c| T::read(c, little));
+    if shape == dst_shape {
+        dst.iter_mut().zip(values).for_each(|(o, v)| *o = v);
+    } else {
+        let row: Vec<T> = values.collect();
+        copy_padded(&row, shape, dst, dst_shape);
+    }
+}
+
 /// The output shape of a batch: the spec's `max_shape`, else each axis's largest among the
 /// decoded rows (fixed axes keep their size). Checked against [`MAX_ROW_BYTES`] (with
 /// elements of `elem` bytes).
@@ -158,5 +178,19 @@ mod tests {
         let mut dst = [0; 12];
         copy_padded(&src, &[2, 3], &mut dst, &[3, 4]);
         assert_eq!(dst, [1, 2, 3, 0, 4, 5, 6, 0, 0, 0, 0, 0]);
+    }
+
+    #[test]
+    fn read_padded_reads_into_the_row_padded_or_straight() {
+        let bytes: Vec<u8> = (1u16..=6).flat_map(|v| v.to_be_bytes()).collect();
+        let mut dst = [0u16; 12];
+        read_padded(&bytes, false, &[2, 3], &mut dst, &[3, 4]);
+        assert_eq!(dst, [1, 2, 3, 0, 4, 5, 6, 0, 0, 0, 0, 0]);
+        let mut dst = [9u16; 6];
+        read_padded(&bytes, false, &[2, 3], &mut dst, &[2, 3]);
+        assert_eq!(dst, [1, 2, 3, 4, 5, 6]);
+        let mut dst = [0u16; 6];
+        read_padded(&bytes, true, &[6], &mut dst, &[6]);
+        assert_eq!(dst, [256, 512, 768, 1024, 1280, 1536]);
     }
 }

@@ -3,11 +3,11 @@
 //! of the same record.
 
 use super::pad::{
-    alloc_batch, batch_shape, check_fits, copy_padded, elem_bytes, flat_shapes, fmt_shape, numel,
+    alloc_batch, batch_shape, check_fits, elem_bytes, flat_shapes, fmt_shape, numel, read_padded,
     within_row_limit, MAX_ROW_BYTES,
 };
 use super::rows::{
-    row_err, shape_values, single_bytes, to_dim, Elem, Found, Inputs, RowError, RowResult, Rows,
+    row_err, shape_values, single_bytes, to_dim, Found, Inputs, RowError, RowResult, Rows,
 };
 use super::spec::{Dim, RawSpec, ShapeFrom};
 use crate::alloc::try_zeroed_dense;
@@ -142,11 +142,8 @@ pub(super) fn raw_column<'a>(
             let mut out: Vec<$t> = alloc_batch(&name, b, n, try_zeroed_dense::<$t>)?;
             for row in 0..b {
                 if let Some(shape) = &shapes[row] {
-                    let vals: Vec<$t> = data[row]
-                        .chunks_exact(<$t as Elem>::SIZE)
-                        .map(|c| <$t as Elem>::read(c, little))
-                        .collect();
-                    copy_padded(&vals, shape, &mut out[row * n..(row + 1) * n], &out_shape);
+                    let dst = &mut out[row * n..(row + 1) * n];
+                    read_padded::<$t>(data[row], little, shape, dst, &out_shape);
                 }
             }
             $wrap(out)

@@ -4,9 +4,9 @@
 
 use super::pad::{
     alloc_batch, batch_shape, check_fits, copy_padded, elem_bytes, flat_shapes, fmt_shape, numel,
-    within_row_limit, MAX_ROW_BYTES,
+    read_padded, within_row_limit, MAX_ROW_BYTES,
 };
-use super::rows::{row_err, Elem, RowError, RowResult, Rows};
+use super::rows::{row_err, RowError, RowResult, Rows};
 use super::spec::{Dim, TensorSpec};
 use super::tensor_proto::{
     count_values, parse_tensor_proto, split_strings, tf_dtype, tf_dtype_name, typed_values,
@@ -156,11 +156,12 @@ pub(super) fn tensor_column<'a>(
             for (row, t) in parsed.iter().enumerate() {
                 let Some(t) = t else { continue };
                 let n = numel(&t.shape).unwrap_or(0);
+                let dst = &mut out[row * n_out..(row + 1) * n_out];
                 let vals: Vec<$t> = match t.view.content {
-                    Some(c) => c
-                        .chunks_exact(<$t as Elem>::SIZE)
-                        .map(|c| <$t as Elem>::read(c, true))
-                        .collect(),
+                    Some(c) => {
+                        read_padded::<$t>(c, true, &t.shape, dst, &out_shape);
+                        continue;
+                    }
                     None => {
                         let from: fn(u64) -> $t = $from;
                         let typed = typed_values(&t.view, field, $fixed);
@@ -173,12 +174,7 @@ pub(super) fn tensor_column<'a>(
                         }
                     }
                 };
-                copy_padded(
-                    &vals,
-                    &t.shape,
-                    &mut out[row * n_out..(row + 1) * n_out],
-                    &out_shape,
-                );
+                copy_padded(&vals, &t.shape, dst, &out_shape);
             }
             $wrap(out)
         }};
