@@ -726,7 +726,8 @@ impl RecordReader {
             let mut p = self.pos;
             let need = loop {
                 if self.opts.verify && max_records.saturating_sub(chunk.len()) >= LANES {
-                    // LANES whole records with sound headers: their data CRCs together.
+                    // Up to LANES whole records with sound headers, taken here once framed; a
+                    // full group's data CRCs are computed together.
                     let mut group = [(0usize, 0usize); LANES];
                     let mut q = p;
                     let mut whole = 0;
@@ -740,21 +741,29 @@ impl RecordReader {
                             _ => break,
                         }
                     }
+                    let payload = |(q, len): (usize, usize)| &buf[q + HEADER..q + HEADER + len];
+                    let mut computed = [0u32; LANES];
                     if whole == LANES {
-                        let computed = masked_crc32c_lanes(
-                            group.map(|(q, len)| &buf[q + HEADER..q + HEADER + len]),
-                        );
-                        for ((q, len), crc) in group.into_iter().zip(computed) {
-                            if !self.take_record(chunk, buf, q, len, Some(crc))? {
-                                return Ok(());
-                            }
+                        computed = masked_crc32c_lanes(group.map(payload));
+                    } else {
+                        // The block's last few: one at a time.
+                        for (crc, &at) in computed.iter_mut().zip(&group[..whole]) {
+                            *crc = masked_crc32c(payload(at));
                         }
-                        p = self.pos;
-                        if chunk.len() >= max_records {
+                    }
+                    for ((q, len), crc) in group.into_iter().zip(computed).take(whole) {
+                        if !self.take_record(chunk, buf, q, len, Some(crc))? {
                             return Ok(());
                         }
+                    }
+                    p = self.pos;
+                    if chunk.len() >= max_records {
+                        return Ok(());
+                    }
+                    if whole == LANES {
                         continue;
                     }
+                    // The record at `p` is not whole or not sound: the general path below.
                 }
                 let len = match self.sound_len(buf, p) {
                     Some(len) => len,
