@@ -119,6 +119,223 @@ pub fn try_zeroed_dense<T: ZeroBits>(len: usize) -> Result<Vec<T>, AllocError> {
     Ok(v)
 }
 
+/// Element types every bit pattern of which is a valid value (integers and floats, not
+/// `bool`): a spare batch's old bytes may be read as them.
+///
+/// # Safety
+///
+/// Implement it only for types without invalid bit patterns or padding bytes.
+pub unsafe trait AnyBits: ZeroBits {}
+
+macro_rules! any_bits {
+    ($($t:ty),* $(,)?) => {$(
+        // SAFETY: every bit pattern of a primitive integer or float (or of f16/bf16's u16
+        // representation) is a value of the type, and none of them has padding.
+        unsafe impl AnyBits for $t {}
+    )*};
+}
+any_bits!(
+    i8,
+    i16,
+    i32,
+    i64,
+    u8,
+    u16,
+    u32,
+    u64,
+    f32,
+    f64,
+    half::f16,
+    half::bf16
+);
+
+/// A batch a decoder writes row by row: fresh zeros, or a *spare* (the memory of an earlier
+/// batch of the same size that Python has freed, see [`spares`]) whose rows still hold that
+/// batch's values. A decoder writes each row whole through [`DenseBatch::row`], or takes it
+/// zeroed through [`DenseBatch::zeroed_row`] where it writes only part of it (padding, a row
+/// that failed).
+pub struct DenseBatch<T> {
+    values: Vec<T>,
+    per_row: usize,
+    fresh: bool,
+}
+
+impl<T: ZeroBits + Default> DenseBatch<T> {
+    /// `rows` rows of `per_row` elements: a spare of that size if one is kept (only for
+    /// [`AnyBits`] types), else fresh zeros on huge pages ([`try_zeroed_dense`]).
+    pub fn new(rows: usize, per_row: usize) -> Result<Self, AllocError> {
+        let len = rows.checked_mul(per_row).ok_or(AllocError {
+            len: usize::MAX,
+            bytes: None,
+        })?;
+        Self::fresh(len, per_row)
+    }
+
+    fn fresh(len: usize, per_row: usize) -> Result<Self, AllocError> {
+        Ok(DenseBatch {
+            values: try_zeroed_dense(len)?,
+            per_row,
+            fresh: true,
+        })
+    }
+
+    /// Row `row`, as it is: the caller writes every element of it.
+    #[inline]
+    pub fn row(&mut self, row: usize) -> &mut [T] {
+        let n = self.per_row;
+        &mut self.values[row * n..(row + 1) * n]
+    }
+
+    /// Row `row`, zeros (cleared here if the batch is a spare).
+    #[inline]
+    pub fn zeroed_row(&mut self, row: usize) -> &mut [T] {
+        let fresh = self.fresh;
+        let dst = self.row(row);
+        if !fresh {
+            dst.fill(T::default()); // every ZeroBits type's default is its zero
+        }
+        dst
+    }
+
+    /// The values, row-major.
+    pub fn into_vec(self) -> Vec<T> {
+        self.values
+    }
+}
+
+impl<T: AnyBits + Default> DenseBatch<T> {
+    /// [`DenseBatch::new`], taking a spare batch of the same size when one is kept.
+    pub fn reusing(rows: usize, per_row: usize) -> Result<Self, AllocError> {
+        let len = rows.checked_mul(per_row).ok_or(AllocError {
+            len: usize::MAX,
+            bytes: None,
+        })?;
+        match spares::take::<T>(len) {
+            Some(values) => Ok(DenseBatch {
+                values,
+                per_row,
+                fresh: false,
+            }),
+            None => Self::fresh(len, per_row),
+        }
+    }
+}
+
+/// Spare batches: the memory of decoded batches that Python has freed, kept for the next
+/// batch of the same size.
+///
+/// Why: a batch of 256 224x224x3 images is 38.5 MB, above glibc's largest mmap threshold, so
+/// each batch was fresh memory that the kernel zeroed page by page before the decoder wrote
+/// over it (`clear_page_erms`, 10 % of the JPEG Loader's CPU, and the same DRAM traffic again
+/// as the pixels). Decoded batches are written whole, so a spare needs no zeroing. A numpy
+/// array over a decoded batch hands its memory back here when it is freed
+/// (`python::parser::array`); few are kept ([`spares::MAX_SPARES`], [`spares::MAX_BYTES`]),
+/// the oldest dropped first, and [`spares::release`] frees them all (a Loader's end).
+pub mod spares {
+    use std::alloc::{dealloc, Layout};
+    use std::collections::VecDeque;
+    use std::ptr::NonNull;
+    use std::sync::Mutex;
+
+    use super::AnyBits;
+
+    /// Spares kept at most: a Loader's consumer frees one batch as the next is decoded, so
+    /// one or two wait here at a time.
+    pub const MAX_SPARES: usize = 4;
+    /// Bytes kept at most.
+    pub const MAX_BYTES: usize = 1 << 30;
+    /// Smaller batches are not kept: glibc reuses their memory without the kernel.
+    pub const MIN_BYTES: usize = super::HUGE_PAGE_MIN_BYTES;
+
+    /// One kept allocation: what `Vec` allocated, and the layout it frees it with.
+    struct Spare {
+        ptr: NonNull<u8>,
+        layout: Layout,
+    }
+
+    // SAFETY: a Spare owns its allocation alone (it came out of a Vec no one else holds);
+    // moving it between threads moves that ownership.
+    unsafe impl Send for Spare {}
+
+    impl Drop for Spare {
+        fn drop(&mut self) {
+            // SAFETY: `ptr` was allocated by the global allocator with `layout` (a Vec's
+            // capacity and alignment) and is owned by this Spare alone.
+            unsafe { dealloc(self.ptr.as_ptr(), self.layout) };
+        }
+    }
+
+    static KEPT: Mutex<VecDeque<Spare>> = Mutex::new(VecDeque::new());
+
+    fn kept() -> std::sync::MutexGuard<'static, VecDeque<Spare>> {
+        // A panic while the lock was held left nothing half-done: the queue is whole.
+        KEPT.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Keeps `v`'s memory for a later batch of its size, or frees it (too small, or over the
+    /// limits, then the oldest spares go first).
+    pub fn give<T: AnyBits>(v: Vec<T>) {
+        let Ok(layout) = Layout::array::<T>(v.capacity()) else {
+            return;
+        };
+        if layout.size() < MIN_BYTES || layout.size() > MAX_BYTES {
+            return; // dropped: freed as usual
+        }
+        let mut v = std::mem::ManuallyDrop::new(v);
+        let spare = Spare {
+            // SAFETY: a Vec's pointer is never null; its capacity is non-zero here.
+            ptr: unsafe { NonNull::new_unchecked(v.as_mut_ptr().cast::<u8>()) },
+            layout,
+        };
+        let mut evicted = Vec::new();
+        {
+            let mut q = kept();
+            q.push_back(spare);
+            let mut bytes: usize = q.iter().map(|s| s.layout.size()).sum();
+            while q.len() > MAX_SPARES || bytes > MAX_BYTES {
+                let old = q
+                    .pop_front()
+                    .expect("the queue holds the spare just pushed");
+                bytes -= old.layout.size();
+                evicted.push(old);
+            }
+        }
+        drop(evicted); // freed outside the lock
+    }
+
+    /// A kept allocation of exactly `len` `T`s, if there is one; its values are an earlier
+    /// batch's.
+    pub fn take<T: AnyBits>(len: usize) -> Option<Vec<T>> {
+        let layout = Layout::array::<T>(len).ok()?;
+        if layout.size() < MIN_BYTES {
+            return None;
+        }
+        let spare = {
+            let mut q = kept();
+            let at = q.iter().rposition(|s| s.layout == layout)?;
+            q.remove(at)?
+        };
+        let spare = std::mem::ManuallyDrop::new(spare);
+        // SAFETY: the memory was allocated by the global allocator with the layout of `len`
+        // Ts (size and alignment compared above), which is how this Vec frees it; it holds
+        // initialised bytes (an earlier batch's), every pattern of which is a valid T
+        // (`AnyBits`); the Spare that owned it is forgotten, so it has one owner.
+        Some(unsafe { Vec::from_raw_parts(spare.ptr.as_ptr().cast::<T>(), len, len) })
+    }
+
+    /// Frees every kept spare.
+    pub fn release() {
+        let all: Vec<Spare> = kept().drain(..).collect();
+        drop(all);
+    }
+
+    /// How many spares are kept, and their bytes.
+    pub fn held() -> (usize, usize) {
+        let q = kept();
+        (q.len(), q.iter().map(|s| s.layout.size()).sum())
+    }
+}
+
 /// Allocations of at least this many bytes are backed by huge pages where the kernel offers
 /// them (numpy's threshold for its own arrays).
 pub const HUGE_PAGE_MIN_BYTES: usize = 4 << 20;
@@ -250,6 +467,48 @@ mod tests {
                 "no MADV_HUGEPAGE on the batch's mapping"
             );
         }
+    }
+
+    /// The spare queue is one for the process: every check of it is in this one test (Rust
+    /// runs tests on parallel threads), with sizes no other test allocates.
+    #[test]
+    fn spares_serve_batches_of_their_exact_size_and_are_bounded() {
+        let len = 3 * (spares::MIN_BYTES / 3 + 4097); // bytes of u8, a size only this test uses
+        spares::release();
+        // Too small to keep, and types other than the spare's: fresh zeros.
+        spares::give(vec![7u8; 1000]);
+        assert_eq!(spares::held(), (0, 0));
+        spares::give(vec![7u8; len]);
+        assert_eq!(spares::held(), (1, len));
+        assert!(spares::take::<u16>(len / 2).is_none(), "another alignment");
+        assert!(spares::take::<u8>(len - 1).is_none(), "another size");
+        // A DenseBatch of that size takes it: its rows hold the old values until written,
+        // and zeroed_row clears them.
+        let mut batch = DenseBatch::<u8>::reusing(3, len / 3).unwrap();
+        assert_eq!(spares::held(), (0, 0));
+        assert!(batch.row(1).iter().all(|&v| v == 7));
+        assert!(batch.zeroed_row(2).iter().all(|&v| v == 0));
+        let v = batch.into_vec();
+        assert_eq!(v.len(), len);
+        assert!(v[..len / 3].iter().all(|&x| x == 7));
+        // A fresh batch (nothing kept) is zeros, and zeroed_row leaves it so.
+        let mut fresh = DenseBatch::<u8>::reusing(3, len / 3).unwrap();
+        assert!(fresh.row(0).iter().all(|&v| v == 0));
+        // bool (not AnyBits) never takes a spare: DenseBatch::new is always fresh.
+        let mut b = DenseBatch::<bool>::new(2, 4).unwrap();
+        assert!(!b.zeroed_row(1)[3]);
+        // At most MAX_SPARES are kept, the oldest dropped first.
+        spares::give(v);
+        for k in 1..=spares::MAX_SPARES {
+            spares::give(vec![k as u8; len + 4096 * k]);
+        }
+        assert_eq!(spares::held().0, spares::MAX_SPARES);
+        assert!(spares::take::<u8>(len).is_none(), "the oldest was dropped");
+        let newest = spares::take::<u8>(len + 4096 * spares::MAX_SPARES).unwrap();
+        assert!(newest.iter().all(|&x| x == spares::MAX_SPARES as u8));
+        assert!(DenseBatch::<u64>::reusing(usize::MAX / 2, 4).is_err());
+        spares::release();
+        assert_eq!(spares::held(), (0, 0));
     }
 
     #[test]

@@ -56,6 +56,9 @@ pub struct Column<'a> {
     pub skipped: u64,
     /// The first few of them ([`MAX_SKIPS`]): which row, and why.
     pub skips: Vec<RowSkip>,
+    /// A decoded batch (images, tensors): its values' memory may serve a later batch of the
+    /// same size once Python frees it ([`crate::alloc::spares`]).
+    pub reusable: bool,
 }
 
 /// How many skipped rows a column describes per batch (it counts them all).
@@ -108,6 +111,7 @@ impl<'a> Column<'a> {
             shapes: None,
             skipped: 0,
             skips: Vec::new(),
+            reusable: false,
         }
     }
 

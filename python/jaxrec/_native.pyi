@@ -20,6 +20,8 @@ __all__ = [
     "serialize_tensor",
     "pack_documents",
     "masked_crc32c",
+    "spare_batches",
+    "release_spare_batches",
     "Chunk",
     "RecordReader",
     "RecordWriter",
@@ -27,6 +29,7 @@ __all__ = [
     "Column",
     "ParsedBatch",
     "ParseQueue",
+    "BatchMemory",
 ]
 
 def masked_crc32c(data: bytes) -> int:
@@ -194,3 +197,15 @@ def pack_documents(
     rows: int,
     split: bool,
 ) -> dict[str, Any]: ...
+def spare_batches() -> tuple[int, int]:
+    """`(count, bytes)` of the decoded batches' memory kept for the next batches of their size."""
+
+def release_spare_batches() -> None:
+    """Frees the decoded batches' memory kept for reuse (a Loader does at its end)."""
+
+@final
+class BatchMemory:
+    """The memory under a large decoded batch (images, tensors): the numpy array's base.
+
+    When the array and its views are freed, the memory serves the next batch of its size.
+    """

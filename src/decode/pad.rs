@@ -3,7 +3,7 @@
 //! copied to the origin of its zero-padded slot.
 
 use super::rows::{row_err, Elem, RowError, RowResult};
-use crate::alloc::AllocError;
+use crate::alloc::{AllocError, DenseBatch};
 use crate::dtype::OutDType;
 use crate::error::{Error, Location, Result};
 
@@ -59,6 +59,22 @@ pub(super) fn alloc_batch<T>(
                 e.map_or(String::new(), |e| format!(": {e}"))
             ),
         })
+}
+
+/// [`alloc_batch`] for a batch its decoder writes row by row: `new(rows, per_row)` is
+/// [`DenseBatch::reusing`] (a spare of an earlier batch when one is kept) or
+/// [`DenseBatch::new`] (fresh zeros, for `bool`).
+pub(super) fn dense_batch<T>(
+    name: &str,
+    rows: usize,
+    per_row: usize,
+    new: impl FnOnce(usize, usize) -> std::result::Result<DenseBatch<T>, AllocError>,
+) -> Result<DenseBatch<T>> {
+    new(rows, per_row).map_err(|e| Error::Parse {
+        loc: Location::default(),
+        feature: Some(name.to_owned()),
+        detail: format!("a batch of {rows} rows of {per_row} elements cannot be allocated: {e}"),
+    })
 }
 
 /// `[a, b, c]`, for messages.

@@ -3,14 +3,14 @@
 //! of the same record.
 
 use super::pad::{
-    alloc_batch, batch_shape, check_fits, elem_bytes, flat_shapes, fmt_shape, numel, read_padded,
+    batch_shape, check_fits, dense_batch, elem_bytes, flat_shapes, fmt_shape, numel, read_padded,
     within_row_limit, MAX_ROW_BYTES,
 };
 use super::rows::{
     row_err, shape_values, single_bytes, to_dim, Found, Inputs, RowError, RowResult, Rows,
 };
 use super::spec::{Dim, RawSpec, ShapeFrom};
-use crate::alloc::try_zeroed_dense;
+use crate::alloc::DenseBatch;
 use crate::column::{Column, ColumnData};
 use crate::dtype::OutDType;
 use crate::error::{Error, Result};
@@ -136,17 +136,31 @@ pub(super) fn raw_column<'a>(
     };
     let little = spec.little_endian;
     let name = rows.name().to_owned();
+    // A row of the batch's shape is read whole (its byte count was checked against the
+    // shape); a smaller one, and a skipped one, is zeroed first: the batch may be a spare
+    // holding an earlier batch's values.
     macro_rules! fill {
-        ($t:ty, $wrap:expr) => {{
+        ($t:ty, $wrap:expr) => {
+            fill!($t, $wrap, DenseBatch::reusing)
+        };
+        ($t:ty, $wrap:expr, $new:path) => {{
             let n = numel(&out_shape).unwrap_or(0);
-            let mut out: Vec<$t> = alloc_batch(&name, b, n, try_zeroed_dense::<$t>)?;
+            let mut out = dense_batch::<$t>(&name, b, n, $new)?;
             for row in 0..b {
-                if let Some(shape) = &shapes[row] {
-                    let dst = &mut out[row * n..(row + 1) * n];
-                    read_padded::<$t>(data[row], little, shape, dst, &out_shape);
+                match &shapes[row] {
+                    Some(shape) if *shape == out_shape => {
+                        read_padded::<$t>(data[row], little, shape, out.row(row), &out_shape)
+                    }
+                    Some(shape) => {
+                        let dst = out.zeroed_row(row);
+                        read_padded::<$t>(data[row], little, shape, dst, &out_shape)
+                    }
+                    None => {
+                        out.zeroed_row(row);
+                    }
                 }
             }
-            $wrap(out)
+            $wrap(out.into_vec())
         }};
     }
     let col = match spec.dtype {
@@ -162,7 +176,7 @@ pub(super) fn raw_column<'a>(
         OutDType::I64 => fill!(i64, ColumnData::I64),
         OutDType::U64 => fill!(u64, ColumnData::U64),
         OutDType::F64 => fill!(f64, ColumnData::F64),
-        OutDType::Bool => fill!(bool, ColumnData::Bool),
+        OutDType::Bool => fill!(bool, ColumnData::Bool, DenseBatch::new),
         OutDType::Bytes => {
             return Err(Error::internal("raw bytes decode to a numeric dtype"));
         }

@@ -232,6 +232,7 @@ impl<'c> Rows<'c> {
             shapes,
             skipped: self.skipped,
             skips: self.skips,
+            reusable: true,
             ..Column::new(data, shape)
         }
     }

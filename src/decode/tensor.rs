@@ -3,8 +3,8 @@
 //! field) copied into one zero-padded array for the batch.
 
 use super::pad::{
-    alloc_batch, batch_shape, check_fits, copy_padded, elem_bytes, flat_shapes, fmt_shape, numel,
-    read_padded, within_row_limit, MAX_ROW_BYTES,
+    alloc_batch, batch_shape, check_fits, copy_padded, dense_batch, elem_bytes, flat_shapes,
+    fmt_shape, numel, read_padded, within_row_limit, MAX_ROW_BYTES,
 };
 use super::rows::{row_err, RowError, RowResult, Rows};
 use super::spec::{Dim, TensorSpec};
@@ -13,7 +13,7 @@ use super::tensor_proto::{
     value_field, TensorView,
 };
 pub use super::tensor_proto::{serialize_tensor, TensorValues};
-use crate::alloc::{try_filled, try_zeroed_dense};
+use crate::alloc::{try_filled, DenseBatch};
 use crate::column::{Column, ColumnData};
 use crate::dtype::OutDType;
 use crate::error::{Error, Result};
@@ -150,13 +150,26 @@ pub(super) fn tensor_column<'a>(
     let n_out = numel(&out_shape).unwrap_or(0);
     let field = value_field(tf_dtype(spec.dtype));
     let name = rows.name().to_owned();
+    // A row of the batch's shape is written whole (tensor_content's size and the typed
+    // values' count were checked against it); any other row is zeroed first: the batch may
+    // be a spare holding an earlier batch's values.
     macro_rules! fill {
-        ($t:ty, $wrap:expr, $fixed:expr, $from:expr) => {{
-            let mut out: Vec<$t> = alloc_batch(&name, b, n_out, try_zeroed_dense::<$t>)?;
+        ($t:ty, $wrap:expr, $fixed:expr, $from:expr) => {
+            fill!($t, $wrap, $fixed, $from, DenseBatch::reusing)
+        };
+        ($t:ty, $wrap:expr, $fixed:expr, $from:expr, $new:path) => {{
+            let mut out = dense_batch::<$t>(&name, b, n_out, $new)?;
             for (row, t) in parsed.iter().enumerate() {
-                let Some(t) = t else { continue };
+                let Some(t) = t else {
+                    out.zeroed_row(row);
+                    continue;
+                };
                 let n = numel(&t.shape).unwrap_or(0);
-                let dst = &mut out[row * n_out..(row + 1) * n_out];
+                let dst = if t.shape == out_shape {
+                    out.row(row)
+                } else {
+                    out.zeroed_row(row)
+                };
                 let vals: Vec<$t> = match t.view.content {
                     Some(c) => {
                         read_padded::<$t>(c, true, &t.shape, dst, &out_shape);
@@ -168,6 +181,7 @@ pub(super) fn tensor_column<'a>(
                         match expand(typed.into_iter().map(from).collect(), n) {
                             Ok(v) => v,
                             Err(e) => {
+                                dst.fill(<$t>::default());
                                 rows.fail(row, e)?;
                                 continue;
                             }
@@ -176,7 +190,7 @@ pub(super) fn tensor_column<'a>(
                 };
                 copy_padded(&vals, &t.shape, dst, &out_shape);
             }
-            $wrap(out)
+            $wrap(out.into_vec())
         }};
     }
     let col = match spec.dtype {
@@ -188,7 +202,7 @@ pub(super) fn tensor_column<'a>(
         OutDType::I8 => fill!(i8, ColumnData::I8, 0, |v| v as i8),
         OutDType::U16 => fill!(u16, ColumnData::U16, 0, |v| v as u16),
         OutDType::I64 => fill!(i64, ColumnData::I64, 0, |v| v as i64),
-        OutDType::Bool => fill!(bool, ColumnData::Bool, 0, |v| v != 0),
+        OutDType::Bool => fill!(bool, ColumnData::Bool, 0, |v| v != 0, DenseBatch::new),
         OutDType::F16 => fill!(u16, ColumnData::F16, 0, |v| v as u16),
         OutDType::BF16 => fill!(u16, ColumnData::BF16, 0, |v| v as u16),
         OutDType::U32 => fill!(u32, ColumnData::U32, 0, |v| v as u32),

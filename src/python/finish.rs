@@ -136,13 +136,13 @@ impl BatchForm {
             let dims = self.dims(&o.row_shape);
             let arr = match o.part {
                 Part::Values => {
-                    let (data, shape) = p.values.take().ok_or_else(missing)?;
+                    let (data, shape, reusable) = p.values.take().ok_or_else(missing)?;
                     let rows = shape.first().copied().unwrap_or(0);
                     let per_row: usize = shape.iter().skip(1).product();
                     if rows != self.batch_size || per_row != o.row_shape.iter().product::<usize>() {
                         return Err(self.recompile(py, o, &format!("shape {shape:?}")));
                     }
-                    data_array(py, data, &dims)?
+                    data_array(py, data, &dims, reusable)?
                 }
                 Part::Lengths => flat_array(py, p.lengths.take().ok_or_else(missing)?, &dims)
                     .ok_or_else(|| self.recompile(py, o, "lengths"))??,
@@ -188,7 +188,7 @@ impl BatchForm {
 
 /// A column taken apart, each part moved out once into its array.
 struct Parts<'a> {
-    values: Option<(ColumnData<'a>, Vec<usize>)>,
+    values: Option<(ColumnData<'a>, Vec<usize>, bool)>,
     lengths: Option<Vec<i32>>,
     shapes: Option<Vec<i32>>,
     valid: Option<Vec<bool>>,
@@ -197,7 +197,7 @@ struct Parts<'a> {
 impl<'a> From<Column<'a>> for Parts<'a> {
     fn from(col: Column<'a>) -> Self {
         Parts {
-            values: Some((col.data, col.shape)),
+            values: Some((col.data, col.shape, col.reusable)),
             lengths: col.lengths,
             shapes: col.shapes,
             valid: col.valid,

@@ -25,6 +25,9 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(codecs::serialize_tensor, m)?)?;
     m.add_function(wrap_pyfunction!(records::masked_crc32c, m)?)?;
     m.add_function(wrap_pyfunction!(pack::pack_documents, m)?)?;
+    m.add_function(wrap_pyfunction!(parser::spare_batches, m)?)?;
+    m.add_function(wrap_pyfunction!(parser::release_spare_batches, m)?)?;
+    m.add_class::<parser::BatchMemory>()?;
     m.add_class::<records::Chunk>()?;
     m.add_class::<records::RecordReader>()?;
     m.add_class::<records::RecordWriter>()?;

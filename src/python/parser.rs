@@ -2,7 +2,7 @@
 //! `jaxrec/_spec.py` (see [`super::spec`]) and parses lists of records, chunks or rows of
 //! chunks with the GIL released, handing each feature back as a [`Column`].
 
-use numpy::ndarray::{ArrayD, IxDyn};
+use numpy::ndarray::{ArrayD, ArrayViewD, IxDyn};
 use numpy::{Element, PyArray, PyArray1, PyArray2, PyArrayMethods, PyReadonlyArray1};
 use pyo3::exceptions::{PyIndexError, PyValueError};
 use pyo3::prelude::*;
@@ -12,6 +12,7 @@ use pyo3::types::{PyBytes, PyList};
 use super::errors::skip_dict;
 use super::records::Chunk;
 use super::spec::{compile, FeatureArg};
+use crate::alloc::{spares, AnyBits};
 use crate::column::{self, ColumnData, RowSkip};
 use crate::error::{Error, ErrorKind, Location, Result, Skip};
 use crate::parse::spec::CompiledSpec;
@@ -104,24 +105,121 @@ pub(super) fn array<'py, T: Element>(
     Ok(PyArray::from_owned_array(py, a).into_any())
 }
 
-/// [`array`] for a column's values, in their dtype (float16/bfloat16 as uint16 bit patterns).
+/// The memory of a decoded batch under a numpy array (its base object): when the array (and
+/// every view of it) is gone, the memory goes to [`spares`] for the next batch of its size.
+#[pyclass(module = "jaxrec._native", frozen)]
+pub(super) struct BatchMemory {
+    ptr: *mut u8,
+    len: usize,
+    cap: usize,
+    give_back: unsafe fn(*mut u8, usize, usize),
+}
+
+// SAFETY: BatchMemory owns its allocation alone (taken from a Vec) and only frees it, in Drop,
+// which runs once, on whichever thread drops the last reference.
+unsafe impl Send for BatchMemory {}
+// SAFETY: no method reads or writes the memory through `&self`; numpy does, through the
+// array it backs, which Python's own rules govern as for any numpy array.
+unsafe impl Sync for BatchMemory {}
+
+/// Rebuilds the Vec a [`BatchMemory`] was made from and hands it to [`spares::give`].
+///
+/// # Safety
+///
+/// `ptr`, `len` and `cap` come from one `Vec<T>` that nothing else owns.
+unsafe fn give_back<T: AnyBits>(ptr: *mut u8, len: usize, cap: usize) {
+    // SAFETY: the caller's contract.
+    spares::give(unsafe { Vec::from_raw_parts(ptr.cast::<T>(), len, cap) });
+}
+
+impl Drop for BatchMemory {
+    fn drop(&mut self) {
+        // SAFETY: the fields were taken from one Vec of the type `give_back` was made for,
+        // which this object alone owned.
+        unsafe { (self.give_back)(self.ptr, self.len, self.cap) };
+    }
+}
+
+/// `(count, bytes)` of the spare batches kept for reuse ([`spares`]).
+#[pyfunction]
+pub(super) fn spare_batches() -> (usize, usize) {
+    spares::held()
+}
+
+/// Frees the spare batches kept for reuse (a Loader does at its end).
+#[pyfunction]
+pub(super) fn release_spare_batches() {
+    spares::release();
+}
+
+/// [`array`] for a decoded batch's values: large ones lend their memory to numpy through a
+/// [`BatchMemory`], so that the next batch reuses it instead of fresh pages.
+fn reusable_array<'py, T: Element + AnyBits>(
+    py: Python<'py>,
+    v: Vec<T>,
+    dims: &[usize],
+) -> PyResult<Bound<'py, PyAny>> {
+    if std::mem::size_of_val(v.as_slice()) < spares::MIN_BYTES
+        || dims.iter().try_fold(1usize, |a, &d| a.checked_mul(d)) != Some(v.len())
+    {
+        return array(py, v, dims);
+    }
+    let mut v = std::mem::ManuallyDrop::new(v);
+    let (ptr, len, cap) = (v.as_mut_ptr(), v.len(), v.capacity());
+    let owner = Bound::new(
+        py,
+        BatchMemory {
+            ptr: ptr.cast::<u8>(),
+            len,
+            cap,
+            give_back: give_back::<T>,
+        },
+    );
+    let owner = match owner {
+        Ok(o) => o,
+        Err(e) => {
+            // SAFETY: the Vec's own parts, not yet owned by anything else.
+            drop(unsafe { Vec::from_raw_parts(ptr, len, cap) });
+            return Err(e);
+        }
+    };
+    // SAFETY: `ptr` points at `len` initialised Ts (the dims multiply to `len`, checked
+    // above), owned by `owner`, which becomes the array's base object and so outlives it;
+    // nothing reallocates or frees the memory while `owner` lives.
+    let view = unsafe { ArrayViewD::from_shape_ptr(IxDyn(dims), ptr.cast_const()) };
+    // SAFETY: as above: `owner` keeps the memory alive as long as the array needs it.
+    Ok(unsafe { PyArray::borrow_from_array(&view, owner.into_any()) }.into_any())
+}
+
+/// [`array`] for a column's values, in their dtype (float16/bfloat16 as uint16 bit patterns);
+/// `reusable`: a decoded batch's, whose memory may serve the next batch ([`reusable_array`]).
 pub(super) fn data_array<'py>(
     py: Python<'py>,
     data: ColumnData<'_>,
     dims: &[usize],
+    reusable: bool,
 ) -> PyResult<Bound<'py, PyAny>> {
+    macro_rules! numbers {
+        ($v:expr) => {
+            if reusable {
+                reusable_array(py, $v, dims)
+            } else {
+                array(py, $v, dims)
+            }
+        };
+    }
     match data {
-        ColumnData::I8(v) => array(py, v, dims),
-        ColumnData::I16(v) => array(py, v, dims),
-        ColumnData::I32(v) => array(py, v, dims),
-        ColumnData::I64(v) => array(py, v, dims),
-        ColumnData::U8(v) => array(py, v, dims),
-        ColumnData::U16(v) | ColumnData::F16(v) | ColumnData::BF16(v) => array(py, v, dims),
-        ColumnData::U32(v) => array(py, v, dims),
-        ColumnData::U64(v) => array(py, v, dims),
+        ColumnData::I8(v) => numbers!(v),
+        ColumnData::I16(v) => numbers!(v),
+        ColumnData::I32(v) => numbers!(v),
+        ColumnData::I64(v) => numbers!(v),
+        ColumnData::U8(v) => numbers!(v),
+        ColumnData::U16(v) | ColumnData::F16(v) | ColumnData::BF16(v) => numbers!(v),
+        ColumnData::U32(v) => numbers!(v),
+        ColumnData::U64(v) => numbers!(v),
         ColumnData::Bool(v) => array(py, v, dims),
-        ColumnData::F32(v) => array(py, v, dims),
-        ColumnData::F64(v) => array(py, v, dims),
+        ColumnData::F32(v) => numbers!(v),
+        ColumnData::F64(v) => numbers!(v),
         ColumnData::Bytes(v) => array(py, bytes_objects(py, &v), dims),
     }
 }
@@ -140,7 +238,7 @@ pub(super) fn column_to_py(
         ColumnData::BF16(_) => Some("bfloat16"),
         _ => None,
     };
-    let values = data_array(py, col.data, &col.shape)?;
+    let values = data_array(py, col.data, &col.shape, col.reusable)?;
     let rows = col.shape.first().copied().unwrap_or(0);
     let shapes = match col.shapes {
         Some(s) => {

@@ -43,6 +43,7 @@ from typing import Any
 
 import numpy as np
 
+from jaxrec import _native
 from jaxrec._loader.sharding import EpochPlan
 from jaxrec._loader.state import LoaderPosition
 from jaxrec._loader.stats import Stats
@@ -471,8 +472,10 @@ class Pipeline:
         self.pool.shutdown(wait=not stuck, cancel_futures=True)
         if self.parses is not None:
             self.parses.close()
-        # Drop queued batches (and with them the chunks they reference).
+        # Drop queued batches (and with them the chunks they reference), and the decoded
+        # batches' memory kept for the batches this run no longer makes.
         self.inflight.clear()
         self.out.clear()
+        _native.release_spare_batches()
         with _live_lock:
             _live.discard(self)

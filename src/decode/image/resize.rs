@@ -102,7 +102,8 @@ pub fn fit<T: Pixel>(img: &Decoded, spec: &ImageSpec, out: &mut [T]) -> Result<(
 
 /// `tf.image.resize_with_crop_or_pad`: crop offsets `(in - out) / 2` where the image is larger,
 /// pad offsets `(out - in) / 2` where it is smaller (integer division, so an odd remainder
-/// goes to the bottom/right), zeros elsewhere.
+/// goes to the bottom/right), zeros elsewhere. The zeros are written too: `out` may hold an
+/// earlier batch's pixels.
 fn crop_or_pad<T: Pixel>(img: &Decoded, h: usize, w: usize, out: &mut [T]) {
     let c = img.channels;
     let crop_y = img.height.saturating_sub(h) / 2;
@@ -111,11 +112,19 @@ fn crop_or_pad<T: Pixel>(img: &Decoded, h: usize, w: usize, out: &mut [T]) {
     let pad_x = w.saturating_sub(img.width) / 2;
     let rows = img.height.min(h);
     let cols = img.width.min(w);
+    let zero = T::from_u8(0);
+    let line = w * c;
+    out[..pad_y * line].fill(zero);
+    out[(pad_y + rows) * line..].fill(zero);
     for r in 0..rows {
         let src_at = ((crop_y + r) * img.width + crop_x) * c;
-        let dst_at = ((pad_y + r) * w + pad_x) * c;
+        let dst_line = &mut out[(pad_y + r) * line..(pad_y + r + 1) * line];
+        let (left, rest) = dst_line.split_at_mut(pad_x * c);
+        let (middle, right) = rest.split_at_mut(cols * c);
+        left.fill(zero);
+        right.fill(zero);
         let src = &img.pixels[src_at..src_at + cols * c];
-        for (o, &v) in out[dst_at..dst_at + cols * c].iter_mut().zip(src) {
+        for (o, &v) in middle.iter_mut().zip(src) {
             *o = T::from_u8(v);
         }
     }
@@ -290,6 +299,43 @@ mod tests {
         assert!(fit(&img, &spec(3, 4, Resize::None), &mut same[..12]).is_err());
         fit(&img, &spec(3, 5, Resize::None), &mut same).unwrap();
         assert_eq!(same, img.pixels);
+    }
+
+    /// Decoders write into spare batches holding an earlier batch's pixels: every mode of
+    /// `fit` must write every output, padding included, for any crop/pad mix.
+    #[test]
+    fn fit_writes_every_output_pixel() {
+        let modes = [
+            Resize::CropOrPad,
+            Resize::Bilinear { antialias: false },
+            Resize::Bilinear { antialias: true },
+        ];
+        for (h, w) in [(3, 5), (5, 3), (2, 2), (6, 7), (4, 4), (1, 9)] {
+            for c in [1, 3, 4] {
+                let img = Decoded {
+                    height: h,
+                    width: w,
+                    channels: c,
+                    pixels: (0..h * w * c).map(|i| (i % 200) as u8 + 1).collect(),
+                };
+                for resize in modes {
+                    for (oh, ow) in [(4, 4), (2, 6), (7, 3), (h, w)] {
+                        let mut sp = spec(oh, ow, resize);
+                        sp.channels = c;
+                        let mut clean = vec![0u8; oh * ow * c];
+                        let mut dirty = vec![0xABu8; oh * ow * c];
+                        fit(&img, &sp, &mut clean).unwrap();
+                        fit(&img, &sp, &mut dirty).unwrap();
+                        assert_eq!(clean, dirty, "{h}x{w}x{c} -> {oh}x{ow} {resize:?}");
+                        let mut clean = vec![0f32; oh * ow * c];
+                        let mut dirty = vec![f32::NAN; oh * ow * c];
+                        fit(&img, &sp, &mut clean).unwrap();
+                        fit(&img, &sp, &mut dirty).unwrap();
+                        assert_eq!(clean, dirty, "{h}x{w}x{c} -> {oh}x{ow} {resize:?} f32");
+                    }
+                }
+            }
+        }
     }
 
     #[test]

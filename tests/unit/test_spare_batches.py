@@ -1,0 +1,148 @@
+"""Decoded batches reuse the memory of earlier ones (``alloc::spares`` in the native core).
+
+A large image, raw or serialized-tensor batch lends its memory to numpy through a
+``BatchMemory`` base object; when Python frees the array, the next batch of the same size is
+decoded into that memory instead of fresh pages the kernel would zero. Such a spare still holds
+the old batch's values, so these tests poison each batch before freeing it and check that the
+next one is exactly what a fresh parse gives: padding, skipped rows and the Loader's padded
+last batch included.
+"""
+
+from __future__ import annotations
+
+import gc
+
+import numpy as np
+import pytest
+
+import jaxrec as jr
+from jaxrec import _native
+
+MIN_BYTES = 4 << 20  # alloc::spares::MIN_BYTES: smaller batches are not kept
+
+
+@pytest.fixture(autouse=True)
+def _no_spares():
+    _native.release_spare_batches()
+    yield
+    _native.release_spare_batches()
+
+
+def _poison(batch: dict) -> None:
+    for v in batch.values():
+        if isinstance(v.base, _native.BatchMemory):
+            v.view(np.uint8)[...] = 0xAB  # NaN-like bytes for floats, 171 for pixels
+
+
+def _reparse_matches(records: list[bytes], spec: dict, key: str) -> dict:
+    gc.collect()
+    _native.release_spare_batches()  # an earlier call's batch, freed since
+    first = jr.parse_example(records, spec)
+    assert first[key].nbytes >= MIN_BYTES
+    assert isinstance(first[key].base, _native.BatchMemory)
+    want = {k: v.copy() for k, v in first.items()}
+    _poison(first)
+    del first
+    gc.collect()
+    assert _native.spare_batches()[0] == 1
+    second = jr.parse_example(records, spec)
+    assert _native.spare_batches() == (0, 0), "the batch did not reuse the spare"
+    assert second.keys() == want.keys()
+    for k, v in want.items():
+        np.testing.assert_array_equal(second[k], v, err_msg=k)
+    return second
+
+
+def _photo(rng: np.random.Generator, h: int, w: int) -> np.ndarray:
+    return rng.integers(1, 255, (h, w, 3), dtype=np.uint8)
+
+
+def test_image_batches_reuse_memory_and_write_every_pixel():
+    rng = np.random.default_rng(0)
+    records = []
+    for i in range(100):
+        h, w = (int(v) for v in rng.integers(60, 200, 2))  # crops, pads and both
+        img = _photo(rng, h, w)
+        data = jr.encode_png(img) if i % 2 else jr.encode_jpeg(img, quality=90)
+        records.append(jr.encode_example({"image": data if i % 17 else b"not an image"}))
+    spec = {"image": jr.Image((128, 128, 3), resize="crop_or_pad", on_error="skip")}
+    out = _reparse_matches(records, spec, "image")
+    assert not out["image_valid"][0] and (out["image"][0] == 0).all()  # skipped: zeros
+    for resize in ("bilinear", None):
+        spec = {"image": jr.Image((128, 128, 3), np.float32, resize=resize, on_error="skip")}
+        _reparse_matches(records, spec, "image")
+
+
+def test_raw_batches_reuse_memory_and_zero_what_rows_do_not_fill():
+    rng = np.random.default_rng(1)
+    records = []
+    for i in range(300):
+        h = int(rng.integers(1, 65))
+        arr = rng.integers(1, 255, (h, 256), dtype=np.uint8)
+        raw = arr.tobytes() if i % 13 else b"\x01\x02\x03"  # a bad byte count
+        records.append(jr.encode_example({"raw": raw, "h": h}))
+    padded = {"raw": jr.RawTensor(np.uint8, ("h", 256), max_shape=(64, 256), on_error="skip")}
+    _reparse_matches(records, padded, "raw")
+    fixed = [jr.encode_example({"raw": np.full(4096, i, np.float32).tobytes()}) for i in range(300)]
+    _reparse_matches(fixed, {"raw": jr.RawTensor(np.float32, [4096])}, "raw")
+
+
+def test_serialized_tensor_batches_reuse_memory():
+    rng = np.random.default_rng(2)
+    records = []
+    for i in range(300):
+        t = rng.standard_normal((int(rng.integers(1, 17)), 256)).astype(np.float32)
+        data = jr.serialize_tensor(t) if i % 11 else b"\xff\xff"
+        records.append(jr.encode_example({"t": data}))
+    spec = {"t": jr.SerializedTensor(np.float32, [None, 256], max_shape=[16, 256], on_error="skip")}
+    _reparse_matches(records, spec, "t")
+
+
+def test_bool_and_small_batches_are_never_spares():
+    gc.collect()
+    _native.release_spare_batches()
+    records = [jr.encode_example({"raw": bytes([i % 2]) * 64}) for i in range(8)]
+    out = jr.parse_example(records, {"raw": jr.RawTensor(np.uint8, [64])})
+    assert not isinstance(out["raw"].base, _native.BatchMemory)  # under MIN_BYTES
+    # bool: an old batch's bytes are not all valid bools, so bool batches are always fresh.
+    flags = [jr.encode_example({"raw": bytes([i % 2]) * 65536}) for i in range(80)]
+    out = jr.parse_example(flags, {"raw": jr.RawTensor(np.bool_, [65536])})
+    assert out["raw"].nbytes >= MIN_BYTES and out["raw"][1].all() and not out["raw"][0].any()
+    assert not isinstance(out["raw"].base, _native.BatchMemory)
+    del out
+    gc.collect()
+    assert _native.spare_batches() == (0, 0)
+
+
+def test_a_loader_whose_consumer_writes_into_its_batches_gets_exact_batches(tmp_path):
+    rng = np.random.default_rng(3)
+    path = tmp_path / "images.tfrecord"
+    with jr.TFRecordWriter(path) as w:
+        for i in range(110):
+            h, w_ = (int(v) for v in rng.integers(100, 260, 2))
+            data = jr.encode_jpeg(_photo(rng, h, w_), quality=85) if i % 19 else b"bad"
+            w.write(jr.encode_example({"image": data, "label": i}))
+    spec = {
+        "image": jr.Image((192, 192, 3), resize="crop_or_pad", on_error="skip"),
+        "label": jr.FixedLenFeature([], np.int64),
+    }
+
+    def run(poison: bool) -> list[dict]:
+        loader = jr.Loader(path, spec, 48, shuffle=True, seed=5, num_epochs=2, num_threads=2)
+        out = []
+        for batch in loader:
+            assert isinstance(batch["image"].base, _native.BatchMemory)
+            out.append({k: v.copy() for k, v in batch.items()})
+            if poison:
+                _poison(batch)
+        return out
+
+    want, got = run(False), run(True)
+    assert len(got) == len(want) == 6  # 110 records: 3 batches an epoch, the last padded
+    for g, w in zip(got, want, strict=True):
+        for k in w:
+            np.testing.assert_array_equal(g[k], w[k], err_msg=k)
+    assert not want[2]["mask"][-10:].any() and (want[2]["image"][-10:] == 0).all()
+    # The Loader's end frees what was kept (the consumer's last batch may come back after).
+    gc.collect()
+    assert _native.spare_batches()[0] <= 1
