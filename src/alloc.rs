@@ -243,7 +243,7 @@ pub mod spares {
     /// one or two wait here at a time.
     pub const MAX_SPARES: usize = 4;
     /// Bytes kept at most.
-    pub const MAX_BYTES: usize = 1 << 30;
+    pub const MAX_BYTES: usize = 512 << 20;
     /// Smaller batches are not kept: glibc reuses their memory without the kernel.
     pub const MIN_BYTES: usize = super::HUGE_PAGE_MIN_BYTES;
 
