@@ -93,3 +93,46 @@ def test_a_stream_of_big_chunks_keeps_only_the_bytes_it_still_needs(tmp_path, mo
     assert max(n for n, _ in held) < 64  # the count bound never fires here
     assert max(b for _, b in held) < 512 << 10, max(held)  # not the file's 2 MiB
     assert stream.registry.nbytes == 0  # closed: nothing held
+
+
+def test_blocks_grow_for_large_records_when_the_loader_chooses_them(tmp_path, monkeypatch):
+    # chunk_bytes=None: 2 MiB blocks, grown for a piece of large records until a block holds
+    # 48 of them (capped at 7 MiB); small records keep 2 MiB; a size given is kept. Block sizes
+    # change only how files are read: the batches are the same.
+    import jaxrec as jr
+    from jaxrec._loader import readers
+
+    sizes: list[tuple[str, int]] = []
+    read = readers.PieceReader._read
+
+    def spy(self, reader, skip, limit):
+        sizes.append((self.path, self.chunk_bytes))
+        return read(self, reader, skip, limit)
+
+    monkeypatch.setattr(readers.PieceReader, "_read", spy)
+    rng = np.random.default_rng(0)
+    big, small = tmp_path / "big.tfrecord", tmp_path / "small.tfrecord"
+    with jr.TFRecordWriter(big) as w:
+        for i in range(120):
+            w.write(jr.encode_example({"x": rng.bytes(100_000 + i), "id": i}))
+    with jr.TFRecordWriter(small) as w:
+        w.write_many([jr.encode_example({"x": b"ab", "id": i}) for i in range(3000)])
+    spec = {"x": jr.FixedLenFeature([], bytes), "id": jr.FixedLenFeature([], np.int64)}
+
+    def batches(path, **kw):
+        sizes.clear()
+        out = [b["id"].tolist() + b["x"].tolist() for b in jr.Loader(str(path), spec, 16, **kw)]
+        return out, [s for _, s in sizes]
+
+    auto, used = batches(big)
+    assert used[0] == readers.AUTO_CHUNK_BYTES
+    # 48 records of the last block's mean size (~100 KB): 4.8 MB, under the cap.
+    assert used[1:] and all(4_790_000 < s < 4_820_000 for s in used[1:]), used
+    fixed, used = batches(big, chunk_bytes=2 << 20)
+    assert fixed == auto and set(used) == {2 << 20}
+    _, used = batches(small)
+    assert set(used) == {readers.AUTO_CHUNK_BYTES}
+    with jr.TFRecordWriter(huge := tmp_path / "huge.tfrecord") as w:
+        w.write_many([jr.encode_example({"x": bytes(400_000), "id": i}) for i in range(60)])
+    _, used = batches(huge)
+    assert max(used) == 7 << 20

@@ -120,9 +120,11 @@ class Loader:
             come with them, so nothing is counted. Records before ``lo`` are framed past by
             the host that reads them, never parsed.
         chunk_bytes: size of the blocks files are read in. Each open piece reads one block
-            ahead; at 2 MiB the planner of a step of 16k small records waits on about half
-            as many reads as at 1 MiB (tokens and tabular: 3-8 % faster), for at most
-            ``cycle_length`` x 2 blocks held.
+            ahead, for about ``cycle_length`` x 2 blocks held. None (default): 2 MiB, grown
+            for a piece of large records until a block holds 48 of them, up to 7 MiB (at
+            2 MiB the planner of a step of 16k small records waits on about half as many
+            reads as at 1 MiB, tokens and tabular 3-8 % faster; 150 KB images read in 7 MiB
+            blocks came 35 % faster than in 2 MiB ones).
         transform: a function ``batch -> batch`` (a dict of numpy arrays with the mask), a
             :class:`~jaxrec.MapTransform` / :class:`~jaxrec.RandomMapTransform` (``random_map(
             batch, rng)``: ``rng`` derived from the seed, epoch, batch and host, so resumes
@@ -194,7 +196,7 @@ class Loader:
         process_count: int | None = None,
         record_counts: Iterable[int] | None = None,
         record_ranges: Iterable[tuple[int, int]] | None = None,
-        chunk_bytes: int = 2 << 20,
+        chunk_bytes: int | None = None,
         transform: Any = None,
         pack: Pack | None = None,
         bucket: Bucket | None = None,

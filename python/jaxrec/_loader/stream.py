@@ -87,7 +87,7 @@ class EpochStream:
         start: records of the segment already emitted (a resumed position).
         hint: reader positions at or before the interleave position that ``start`` needs.
         open_reader: opens a file at a position.
-        chunk_bytes: block size files are read in.
+        chunk_bytes: block size files are read in (None: chosen per piece, see readers.py).
         pool: runs the reads.
         stats: the loader's counters.
         skip_errors: bad records are skipped (``on_error="skip"``).
@@ -105,7 +105,7 @@ class EpochStream:
         start: int = 0,
         hint: StreamHint | None = None,
         open_reader: OpenReader,
-        chunk_bytes: int,
+        chunk_bytes: int | None,
         pool: concurrent.futures.Executor,
         stats: Stats,
         skip_errors: bool,
