@@ -210,7 +210,10 @@ class EpochStream:
         k = self.layout.block_length
         for step in steps(self.lengths, self.layout.cycle_length, k, self.state, records):
             if isinstance(step, Rounds):
-                per = [self._reader(p).take(step.rounds * k) for p in step.pieces]
+                # Every piece opened (its first read submitted) before any take waits on its
+                # read: opened one by one, a cycle's first reads ran one after another.
+                readers = [self._reader(p) for p in step.pieces]
+                per = [r.take(step.rounds * k) for r in readers]
                 if all(len(h) == step.rounds * k for h in per):
                     # [slots, rounds, k] -> [rounds, slots, k]: round-robin order.
                     stacked = np.stack(per).reshape(len(per), step.rounds, k)
