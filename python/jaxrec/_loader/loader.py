@@ -124,7 +124,8 @@ class Loader:
             for a piece of large records until a block holds 48 of them, up to 7 MiB (at
             2 MiB the planner of a step of 16k small records waits on about half as many
             reads as at 1 MiB, tokens and tabular 3-8 % faster; 150 KB images read in 7 MiB
-            blocks came 35 % faster than in 2 MiB ones).
+            blocks came 25-35 % faster than in 2 MiB ones, for a peak RSS 100-200 MB higher:
+            give ``2 << 20`` to keep the smaller blocks).
         transform: a function ``batch -> batch`` (a dict of numpy arrays with the mask), a
             :class:`~jaxrec.MapTransform` / :class:`~jaxrec.RandomMapTransform` (``random_map(
             batch, rng)``: ``rng`` derived from the seed, epoch, batch and host, so resumes
