@@ -182,6 +182,33 @@ fn decode_column<'a>(
     }
 }
 
+/// Records scanned ahead of the one whose first bytes are fetched into the cache. 2 rows and
+/// 512 bytes did as well on tabular, a little worse on tokens (records of ~700 bytes).
+const PREFETCH_ROWS: usize = 4;
+/// Bytes of a record fetched ahead (the hardware prefetcher follows on from there).
+#[cfg(target_arch = "x86_64")]
+const PREFETCH_BYTES: usize = 1024;
+
+/// Asks the CPU to bring the first bytes of `record` into its cache: a batch's records come from
+/// blocks read a while ago (and from several places, interleaved or shuffled), so the scan's
+/// first reads of each record missed the cache and waited on memory.
+#[inline(always)]
+fn prefetch_record(record: &[u8]) {
+    #[cfg(target_arch = "x86_64")]
+    for at in (0..record.len().min(PREFETCH_BYTES)).step_by(64) {
+        // SAFETY: a prefetch is a hint that reads nothing into the program and never faults;
+        // the address is inside `record` anyway. SSE is part of x86_64's baseline.
+        unsafe {
+            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+                record.as_ptr().add(at).cast::<i8>(),
+            )
+        };
+    }
+    // Elsewhere no prefetch: aarch64's intrinsic is not stable Rust yet.
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = record;
+}
+
 /// Parses serialized `tf.train.Example`s against `spec`. Errors name the batch row.
 pub fn parse_examples<'a>(records: &[&'a [u8]], spec: &'a CompiledSpec) -> Result<ParsedBatch<'a>> {
     let s = spec.slot_count();
@@ -190,6 +217,9 @@ pub fn parse_examples<'a>(records: &[&'a [u8]], spec: &'a CompiledSpec) -> Resul
     let mut found: Vec<Found<'a>> = vec![None; s * b];
     let mut keys: [KeyCache<'a>; 2] = Default::default();
     for (row, rec) in records.iter().enumerate() {
+        if let Some(ahead) = records.get(row + PREFETCH_ROWS) {
+            prefetch_record(ahead);
+        }
         let mut at = FoundRow {
             found: &mut found,
             rows: b,
@@ -222,6 +252,9 @@ pub fn parse_sequence_examples<'a>(
     let mut found_s: Vec<Found<'a>> = vec![None; ss * b];
     let mut keys: [KeyCache<'a>; 2] = Default::default();
     for (row, rec) in records.iter().enumerate() {
+        if let Some(ahead) = records.get(row + PREFETCH_ROWS) {
+            prefetch_record(ahead);
+        }
         let found = |found| FoundRow {
             found,
             rows: b,
