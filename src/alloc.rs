@@ -56,16 +56,24 @@ pub fn try_filled<T: Clone>(len: usize, value: T) -> Result<Vec<T>, AllocError> 
 ///
 /// # Safety
 ///
-/// Implement it only for types for which every byte being zero is a valid value.
+/// Implement it only for types for which every byte being zero is a valid value, and with
+/// [`ZeroBits::ANY_BITS`] true only for types without invalid bit patterns or padding.
 pub unsafe trait ZeroBits: Copy {
+    /// Whether every bit pattern is a valid value (integers and floats; not `bool`): an
+    /// earlier batch's bytes may then be reused as these (see [`spares`]).
+    const ANY_BITS: bool;
+
     /// Whether this value's bits are all zero (`-0.0` is not).
     fn is_zero_bits(&self) -> bool;
 }
 
 macro_rules! zero_bits {
-    ($($t:ty => |$v:ident| $e:expr),* $(,)?) => {$(
-        // SAFETY: an all-zero bit pattern is 0, 0.0 or false: a valid value of the type.
+    ($($t:ty, $any:expr => |$v:ident| $e:expr),* $(,)?) => {$(
+        // SAFETY: an all-zero bit pattern is 0, 0.0 or false: a valid value of the type; and
+        // every bit pattern of an integer or float (or of f16/bf16's u16) is one of its values.
         unsafe impl ZeroBits for $t {
+            const ANY_BITS: bool = $any;
+
             #[inline(always)]
             fn is_zero_bits(&self) -> bool {
                 let $v = *self;
@@ -75,11 +83,12 @@ macro_rules! zero_bits {
     )*};
 }
 zero_bits!(
-    i8 => |v| v == 0, i16 => |v| v == 0, i32 => |v| v == 0, i64 => |v| v == 0,
-    u8 => |v| v == 0, u16 => |v| v == 0, u32 => |v| v == 0, u64 => |v| v == 0,
-    bool => |v| !v,
-    f32 => |v| v.to_bits() == 0, f64 => |v| v.to_bits() == 0,
-    half::f16 => |v| v.to_bits() == 0, half::bf16 => |v| v.to_bits() == 0,
+    i8, true => |v| v == 0, i16, true => |v| v == 0, i32, true => |v| v == 0,
+    i64, true => |v| v == 0, u8, true => |v| v == 0, u16, true => |v| v == 0,
+    u32, true => |v| v == 0, u64, true => |v| v == 0,
+    bool, false => |v| !v,
+    f32, true => |v| v.to_bits() == 0, f64, true => |v| v.to_bits() == 0,
+    half::f16, true => |v| v.to_bits() == 0, half::bf16, true => |v| v.to_bits() == 0,
 );
 
 /// `len` zeros from fresh zeroed memory (what `vec![0; len]` does, without aborting): the
@@ -119,36 +128,6 @@ pub fn try_zeroed_dense<T: ZeroBits>(len: usize) -> Result<Vec<T>, AllocError> {
     Ok(v)
 }
 
-/// Element types every bit pattern of which is a valid value (integers and floats, not
-/// `bool`): a spare batch's old bytes may be read as them.
-///
-/// # Safety
-///
-/// Implement it only for types without invalid bit patterns or padding bytes.
-pub unsafe trait AnyBits: ZeroBits {}
-
-macro_rules! any_bits {
-    ($($t:ty),* $(,)?) => {$(
-        // SAFETY: every bit pattern of a primitive integer or float (or of f16/bf16's u16
-        // representation) is a value of the type, and none of them has padding.
-        unsafe impl AnyBits for $t {}
-    )*};
-}
-any_bits!(
-    i8,
-    i16,
-    i32,
-    i64,
-    u8,
-    u16,
-    u32,
-    u64,
-    f32,
-    f64,
-    half::f16,
-    half::bf16
-);
-
 /// A batch a decoder writes row by row: fresh zeros, or a *spare* (the memory of an earlier
 /// batch of the same size that Python has freed, see [`spares`]) whose rows still hold that
 /// batch's values. A decoder writes each row whole through [`DenseBatch::row`], or takes it
@@ -161,21 +140,17 @@ pub struct DenseBatch<T> {
 }
 
 impl<T: ZeroBits + Default> DenseBatch<T> {
-    /// `rows` rows of `per_row` elements: a spare of that size if one is kept (only for
-    /// [`AnyBits`] types), else fresh zeros on huge pages ([`try_zeroed_dense`]).
-    pub fn new(rows: usize, per_row: usize) -> Result<Self, AllocError> {
-        let len = rows.checked_mul(per_row).ok_or(AllocError {
-            len: usize::MAX,
-            bytes: None,
-        })?;
-        Self::fresh(len, per_row)
-    }
-
-    fn fresh(len: usize, per_row: usize) -> Result<Self, AllocError> {
+    /// `len` elements in rows of `per_row`: a spare of that size if one is kept (and `T` may
+    /// hold any bits), else fresh zeros on huge pages ([`try_zeroed_dense`]).
+    pub fn new(len: usize, per_row: usize) -> Result<Self, AllocError> {
+        let (values, fresh) = match spares::take::<T>(len) {
+            Some(values) => (values, false),
+            None => (try_zeroed_dense(len)?, true),
+        };
         Ok(DenseBatch {
-            values: try_zeroed_dense(len)?,
+            values,
             per_row,
-            fresh: true,
+            fresh,
         })
     }
 
@@ -203,24 +178,6 @@ impl<T: ZeroBits + Default> DenseBatch<T> {
     }
 }
 
-impl<T: AnyBits + Default> DenseBatch<T> {
-    /// [`DenseBatch::new`], taking a spare batch of the same size when one is kept.
-    pub fn reusing(rows: usize, per_row: usize) -> Result<Self, AllocError> {
-        let len = rows.checked_mul(per_row).ok_or(AllocError {
-            len: usize::MAX,
-            bytes: None,
-        })?;
-        match spares::take::<T>(len) {
-            Some(values) => Ok(DenseBatch {
-                values,
-                per_row,
-                fresh: false,
-            }),
-            None => Self::fresh(len, per_row),
-        }
-    }
-}
-
 /// Spare batches: the memory of decoded batches that Python has freed, kept for the next
 /// batch of the same size.
 ///
@@ -228,16 +185,16 @@ impl<T: AnyBits + Default> DenseBatch<T> {
 /// each batch was fresh memory that the kernel zeroed page by page before the decoder wrote
 /// over it (`clear_page_erms`, 10 % of the JPEG Loader's CPU, and the same DRAM traffic again
 /// as the pixels). Decoded batches are written whole, so a spare needs no zeroing. A numpy
-/// array over a decoded batch hands its memory back here when it is freed
-/// (`python::parser::array`); few are kept ([`spares::MAX_SPARES`], [`spares::MAX_BYTES`]),
-/// the oldest dropped first, and [`spares::release`] frees them all (a Loader's end).
+/// array over a decoded batch owns its memory as a [`Spare`] and [`give`]s it back here when it
+/// is freed (`python::parser::BatchMemory`); few are kept ([`MAX_SPARES`], [`MAX_BYTES`]), the
+/// oldest dropped first, and [`release`] frees them all (a Loader's end).
 pub mod spares {
     use std::alloc::{dealloc, Layout};
     use std::collections::VecDeque;
     use std::ptr::NonNull;
     use std::sync::Mutex;
 
-    use super::AnyBits;
+    use super::ZeroBits;
 
     /// Spares kept at most: a Loader's consumer frees one batch as the next is decoded, so
     /// one or two wait here at a time.
@@ -247,8 +204,10 @@ pub mod spares {
     /// Smaller batches are not kept: glibc reuses their memory without the kernel.
     pub const MIN_BYTES: usize = super::HUGE_PAGE_MIN_BYTES;
 
-    /// One kept allocation: what `Vec` allocated, and the layout it frees it with.
-    struct Spare {
+    /// An allocation taken out of a `Vec` (its values left in it), with the layout the global
+    /// allocator frees it with; dropping it frees it.
+    #[derive(Debug)]
+    pub struct Spare {
         ptr: NonNull<u8>,
         layout: Layout,
     }
@@ -256,6 +215,33 @@ pub mod spares {
     // SAFETY: a Spare owns its allocation alone (it came out of a Vec no one else holds);
     // moving it between threads moves that ownership.
     unsafe impl Send for Spare {}
+    // SAFETY: nothing reads or writes the memory through `&Spare`; `as_ptr` hands out a raw
+    // pointer, whose users answer for their own accesses.
+    unsafe impl Sync for Spare {}
+
+    impl Spare {
+        /// `v`'s allocation, its values kept; `None` for a Vec that allocated nothing.
+        pub fn from_vec<T>(v: Vec<T>) -> Option<Spare> {
+            let layout = Layout::array::<T>(v.capacity()).ok()?;
+            if layout.size() == 0 {
+                return None;
+            }
+            let mut v = std::mem::ManuallyDrop::new(v);
+            // SAFETY: the pointer of a Vec with a non-zero capacity is its allocation's.
+            let ptr = unsafe { NonNull::new_unchecked(v.as_mut_ptr().cast::<u8>()) };
+            Some(Spare { ptr, layout })
+        }
+
+        /// Where the memory starts.
+        pub fn as_ptr(&self) -> *mut u8 {
+            self.ptr.as_ptr()
+        }
+
+        /// Its size in bytes.
+        pub fn bytes(&self) -> usize {
+            self.layout.size()
+        }
+    }
 
     impl Drop for Spare {
         fn drop(&mut self) {
@@ -272,40 +258,34 @@ pub mod spares {
         KEPT.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Keeps `v`'s memory for a later batch of its size, or frees it (too small, or over the
-    /// limits, then the oldest spares go first).
-    pub fn give<T: AnyBits>(v: Vec<T>) {
-        let Ok(layout) = Layout::array::<T>(v.capacity()) else {
-            return;
-        };
-        if layout.size() < MIN_BYTES || layout.size() > MAX_BYTES {
+    /// Keeps `spare` for a later batch of its size, or frees it (too small or too large; over
+    /// the limits the oldest spares go first).
+    pub fn give(spare: Spare) {
+        if spare.bytes() < MIN_BYTES || spare.bytes() > MAX_BYTES {
             return; // dropped: freed as usual
         }
-        let mut v = std::mem::ManuallyDrop::new(v);
-        let spare = Spare {
-            // SAFETY: a Vec's pointer is never null; its capacity is non-zero here.
-            ptr: unsafe { NonNull::new_unchecked(v.as_mut_ptr().cast::<u8>()) },
-            layout,
-        };
         let mut evicted = Vec::new();
         {
             let mut q = kept();
             q.push_back(spare);
-            let mut bytes: usize = q.iter().map(|s| s.layout.size()).sum();
+            let mut bytes: usize = q.iter().map(Spare::bytes).sum();
             while q.len() > MAX_SPARES || bytes > MAX_BYTES {
                 let old = q
                     .pop_front()
                     .expect("the queue holds the spare just pushed");
-                bytes -= old.layout.size();
+                bytes -= old.bytes();
                 evicted.push(old);
             }
         }
         drop(evicted); // freed outside the lock
     }
 
-    /// A kept allocation of exactly `len` `T`s, if there is one; its values are an earlier
-    /// batch's.
-    pub fn take<T: AnyBits>(len: usize) -> Option<Vec<T>> {
+    /// A kept allocation of exactly `len` `T`s, if there is one and `T` may hold any bits
+    /// ([`ZeroBits::ANY_BITS`]); its values are an earlier batch's.
+    pub fn take<T: ZeroBits>(len: usize) -> Option<Vec<T>> {
+        if !T::ANY_BITS {
+            return None;
+        }
         let layout = Layout::array::<T>(len).ok()?;
         if layout.size() < MIN_BYTES {
             return None;
@@ -319,7 +299,7 @@ pub mod spares {
         // SAFETY: the memory was allocated by the global allocator with the layout of `len`
         // Ts (size and alignment compared above), which is how this Vec frees it; it holds
         // initialised bytes (an earlier batch's), every pattern of which is a valid T
-        // (`AnyBits`); the Spare that owned it is forgotten, so it has one owner.
+        // (`ANY_BITS`); the Spare that owned it is forgotten, so it has one owner.
         Some(unsafe { Vec::from_raw_parts(spare.ptr.as_ptr().cast::<T>(), len, len) })
     }
 
@@ -332,7 +312,7 @@ pub mod spares {
     /// How many spares are kept, and their bytes.
     pub fn held() -> (usize, usize) {
         let q = kept();
-        (q.len(), q.iter().map(|s| s.layout.size()).sum())
+        (q.len(), q.iter().map(Spare::bytes).sum())
     }
 }
 
@@ -474,17 +454,18 @@ mod tests {
     #[test]
     fn spares_serve_batches_of_their_exact_size_and_are_bounded() {
         let len = 3 * (spares::MIN_BYTES / 3 + 4097); // bytes of u8, a size only this test uses
+        let give = |v: Vec<u8>| spares::give(spares::Spare::from_vec(v).unwrap());
         spares::release();
         // Too small to keep, and types other than the spare's: fresh zeros.
-        spares::give(vec![7u8; 1000]);
+        give(vec![7u8; 1000]);
         assert_eq!(spares::held(), (0, 0));
-        spares::give(vec![7u8; len]);
+        give(vec![7u8; len]);
         assert_eq!(spares::held(), (1, len));
         assert!(spares::take::<u16>(len / 2).is_none(), "another alignment");
         assert!(spares::take::<u8>(len - 1).is_none(), "another size");
         // A DenseBatch of that size takes it: its rows hold the old values until written,
         // and zeroed_row clears them.
-        let mut batch = DenseBatch::<u8>::reusing(3, len / 3).unwrap();
+        let mut batch = DenseBatch::<u8>::new(len, len / 3).unwrap();
         assert_eq!(spares::held(), (0, 0));
         assert!(batch.row(1).iter().all(|&v| v == 7));
         assert!(batch.zeroed_row(2).iter().all(|&v| v == 0));
@@ -492,21 +473,24 @@ mod tests {
         assert_eq!(v.len(), len);
         assert!(v[..len / 3].iter().all(|&x| x == 7));
         // A fresh batch (nothing kept) is zeros, and zeroed_row leaves it so.
-        let mut fresh = DenseBatch::<u8>::reusing(3, len / 3).unwrap();
+        let mut fresh = DenseBatch::<u8>::new(len, len / 3).unwrap();
         assert!(fresh.row(0).iter().all(|&v| v == 0));
-        // bool (not AnyBits) never takes a spare: DenseBatch::new is always fresh.
-        let mut b = DenseBatch::<bool>::new(2, 4).unwrap();
-        assert!(!b.zeroed_row(1)[3]);
+        // bool (not ANY_BITS) never takes a spare, even one of its size and alignment.
+        give(vec![7u8; len]);
+        assert!(spares::take::<bool>(len).is_none());
+        let mut b = DenseBatch::<bool>::new(len, len / 3).unwrap();
+        assert!(!b.row(1)[3] && spares::held().0 == 1);
+        drop(spares::take::<u8>(len));
         // At most MAX_SPARES are kept, the oldest dropped first.
-        spares::give(v);
+        give(v);
         for k in 1..=spares::MAX_SPARES {
-            spares::give(vec![k as u8; len + 4096 * k]);
+            give(vec![k as u8; len + 4096 * k]);
         }
         assert_eq!(spares::held().0, spares::MAX_SPARES);
         assert!(spares::take::<u8>(len).is_none(), "the oldest was dropped");
         let newest = spares::take::<u8>(len + 4096 * spares::MAX_SPARES).unwrap();
         assert!(newest.iter().all(|&x| x == spares::MAX_SPARES as u8));
-        assert!(DenseBatch::<u64>::reusing(usize::MAX / 2, 4).is_err());
+        assert!(DenseBatch::<u64>::new(usize::MAX / 2, 4).is_err());
         spares::release();
         assert_eq!(spares::held(), (0, 0));
     }

@@ -3,7 +3,7 @@
 //! copied to the origin of its zero-padded slot.
 
 use super::rows::{row_err, Elem, RowError, RowResult};
-use crate::alloc::{AllocError, DenseBatch};
+use crate::alloc::AllocError;
 use crate::dtype::OutDType;
 use crate::error::{Error, Location, Result};
 
@@ -39,15 +39,15 @@ pub(super) fn within_row_limit(shape: &[usize], elem: usize) -> bool {
         .is_some_and(|b| b <= MAX_ROW_BYTES)
 }
 
-/// The batch array of `rows` rows of `per_row` elements, from `alloc` (zeroed numbers, or
-/// empty byte strings), for feature `name`; an error rather than an abort when it cannot be
-/// allocated.
-pub(super) fn alloc_batch<T>(
+/// The batch of `rows` rows of `per_row` elements, from `alloc(rows * per_row)` (a
+/// [`crate::alloc::DenseBatch`], or empty byte strings), for feature `name`; an error rather
+/// than an abort when it cannot be allocated.
+pub(super) fn alloc_batch<B>(
     name: &str,
     rows: usize,
     per_row: usize,
-    alloc: impl FnOnce(usize) -> std::result::Result<Vec<T>, AllocError>,
-) -> Result<Vec<T>> {
+    alloc: impl FnOnce(usize) -> std::result::Result<B, AllocError>,
+) -> Result<B> {
     rows.checked_mul(per_row)
         .ok_or(None)
         .and_then(|len| alloc(len).map_err(Some))
@@ -59,22 +59,6 @@ pub(super) fn alloc_batch<T>(
                 e.map_or(String::new(), |e| format!(": {e}"))
             ),
         })
-}
-
-/// [`alloc_batch`] for a batch its decoder writes row by row: `new(rows, per_row)` is
-/// [`DenseBatch::reusing`] (a spare of an earlier batch when one is kept) or
-/// [`DenseBatch::new`] (fresh zeros, for `bool`).
-pub(super) fn dense_batch<T>(
-    name: &str,
-    rows: usize,
-    per_row: usize,
-    new: impl FnOnce(usize, usize) -> std::result::Result<DenseBatch<T>, AllocError>,
-) -> Result<DenseBatch<T>> {
-    new(rows, per_row).map_err(|e| Error::Parse {
-        loc: Location::default(),
-        feature: Some(name.to_owned()),
-        detail: format!("a batch of {rows} rows of {per_row} elements cannot be allocated: {e}"),
-    })
 }
 
 /// `[a, b, c]`, for messages.

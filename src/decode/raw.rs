@@ -3,7 +3,7 @@
 //! of the same record.
 
 use super::pad::{
-    batch_shape, check_fits, dense_batch, elem_bytes, flat_shapes, fmt_shape, numel, read_padded,
+    alloc_batch, batch_shape, check_fits, elem_bytes, flat_shapes, fmt_shape, numel, read_padded,
     within_row_limit, MAX_ROW_BYTES,
 };
 use super::rows::{
@@ -140,12 +140,9 @@ pub(super) fn raw_column<'a>(
     // shape); a smaller one, and a skipped one, is zeroed first: the batch may be a spare
     // holding an earlier batch's values.
     macro_rules! fill {
-        ($t:ty, $wrap:expr) => {
-            fill!($t, $wrap, DenseBatch::reusing)
-        };
-        ($t:ty, $wrap:expr, $new:path) => {{
+        ($t:ty, $wrap:expr) => {{
             let n = numel(&out_shape).unwrap_or(0);
-            let mut out = dense_batch::<$t>(&name, b, n, $new)?;
+            let mut out = alloc_batch(&name, b, n, |len| DenseBatch::<$t>::new(len, n))?;
             for row in 0..b {
                 match &shapes[row] {
                     Some(shape) if *shape == out_shape => {
@@ -176,7 +173,7 @@ pub(super) fn raw_column<'a>(
         OutDType::I64 => fill!(i64, ColumnData::I64),
         OutDType::U64 => fill!(u64, ColumnData::U64),
         OutDType::F64 => fill!(f64, ColumnData::F64),
-        OutDType::Bool => fill!(bool, ColumnData::Bool, DenseBatch::new),
+        OutDType::Bool => fill!(bool, ColumnData::Bool),
         OutDType::Bytes => {
             return Err(Error::internal("raw bytes decode to a numeric dtype"));
         }

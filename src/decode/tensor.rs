@@ -3,8 +3,8 @@
 //! field) copied into one zero-padded array for the batch.
 
 use super::pad::{
-    alloc_batch, batch_shape, check_fits, copy_padded, dense_batch, elem_bytes, flat_shapes,
-    fmt_shape, numel, read_padded, within_row_limit, MAX_ROW_BYTES,
+    alloc_batch, batch_shape, check_fits, copy_padded, elem_bytes, flat_shapes, fmt_shape, numel,
+    read_padded, within_row_limit, MAX_ROW_BYTES,
 };
 use super::rows::{row_err, RowError, RowResult, Rows};
 use super::spec::{Dim, TensorSpec};
@@ -154,11 +154,8 @@ pub(super) fn tensor_column<'a>(
     // values' count were checked against it); any other row is zeroed first: the batch may
     // be a spare holding an earlier batch's values.
     macro_rules! fill {
-        ($t:ty, $wrap:expr, $fixed:expr, $from:expr) => {
-            fill!($t, $wrap, $fixed, $from, DenseBatch::reusing)
-        };
-        ($t:ty, $wrap:expr, $fixed:expr, $from:expr, $new:path) => {{
-            let mut out = dense_batch::<$t>(&name, b, n_out, $new)?;
+        ($t:ty, $wrap:expr, $fixed:expr, $from:expr) => {{
+            let mut out = alloc_batch(&name, b, n_out, |len| DenseBatch::<$t>::new(len, n_out))?;
             for (row, t) in parsed.iter().enumerate() {
                 let Some(t) = t else {
                     out.zeroed_row(row);
@@ -202,7 +199,7 @@ pub(super) fn tensor_column<'a>(
         OutDType::I8 => fill!(i8, ColumnData::I8, 0, |v| v as i8),
         OutDType::U16 => fill!(u16, ColumnData::U16, 0, |v| v as u16),
         OutDType::I64 => fill!(i64, ColumnData::I64, 0, |v| v as i64),
-        OutDType::Bool => fill!(bool, ColumnData::Bool, 0, |v| v != 0, DenseBatch::new),
+        OutDType::Bool => fill!(bool, ColumnData::Bool, 0, |v| v != 0),
         OutDType::F16 => fill!(u16, ColumnData::F16, 0, |v| v as u16),
         OutDType::BF16 => fill!(u16, ColumnData::BF16, 0, |v| v as u16),
         OutDType::U32 => fill!(u32, ColumnData::U32, 0, |v| v as u32),

@@ -12,7 +12,7 @@ use pyo3::types::{PyBytes, PyList};
 use super::errors::skip_dict;
 use super::records::Chunk;
 use super::spec::{compile, FeatureArg};
-use crate::alloc::{spares, AnyBits};
+use crate::alloc::spares;
 use crate::column::{self, ColumnData, RowSkip};
 use crate::error::{Error, ErrorKind, Location, Result, Skip};
 use crate::parse::spec::CompiledSpec;
@@ -109,34 +109,14 @@ pub(super) fn array<'py, T: Element>(
 /// every view of it) is gone, the memory goes to [`spares`] for the next batch of its size.
 #[pyclass(module = "jaxrec._native", frozen)]
 pub(super) struct BatchMemory {
-    ptr: *mut u8,
-    len: usize,
-    cap: usize,
-    give_back: unsafe fn(*mut u8, usize, usize),
-}
-
-// SAFETY: BatchMemory owns its allocation alone (taken from a Vec) and only frees it, in Drop,
-// which runs once, on whichever thread drops the last reference.
-unsafe impl Send for BatchMemory {}
-// SAFETY: no method reads or writes the memory through `&self`; numpy does, through the
-// array it backs, which Python's own rules govern as for any numpy array.
-unsafe impl Sync for BatchMemory {}
-
-/// Rebuilds the Vec a [`BatchMemory`] was made from and hands it to [`spares::give`].
-///
-/// # Safety
-///
-/// `ptr`, `len` and `cap` come from one `Vec<T>` that nothing else owns.
-unsafe fn give_back<T: AnyBits>(ptr: *mut u8, len: usize, cap: usize) {
-    // SAFETY: the caller's contract.
-    spares::give(unsafe { Vec::from_raw_parts(ptr.cast::<T>(), len, cap) });
+    memory: Option<spares::Spare>,
 }
 
 impl Drop for BatchMemory {
     fn drop(&mut self) {
-        // SAFETY: the fields were taken from one Vec of the type `give_back` was made for,
-        // which this object alone owned.
-        unsafe { (self.give_back)(self.ptr, self.len, self.cap) };
+        if let Some(memory) = self.memory.take() {
+            spares::give(memory);
+        }
     }
 }
 
@@ -154,7 +134,7 @@ pub(super) fn release_spare_batches() {
 
 /// [`array`] for a decoded batch's values: large ones lend their memory to numpy through a
 /// [`BatchMemory`], so that the next batch reuses it instead of fresh pages.
-fn reusable_array<'py, T: Element + AnyBits>(
+fn reusable_array<'py, T: Element>(
     py: Python<'py>,
     v: Vec<T>,
     dims: &[usize],
@@ -164,29 +144,20 @@ fn reusable_array<'py, T: Element + AnyBits>(
     {
         return array(py, v, dims);
     }
-    let mut v = std::mem::ManuallyDrop::new(v);
-    let (ptr, len, cap) = (v.as_mut_ptr(), v.len(), v.capacity());
+    let memory = spares::Spare::from_vec(v)
+        .ok_or_else(|| Error::internal("a batch of 4 MiB or more holds no allocation"))?;
+    let ptr = memory.as_ptr().cast_const().cast::<T>();
+    // Dropped on failure: its memory then goes to the spares like any other.
     let owner = Bound::new(
         py,
         BatchMemory {
-            ptr: ptr.cast::<u8>(),
-            len,
-            cap,
-            give_back: give_back::<T>,
+            memory: Some(memory),
         },
-    );
-    let owner = match owner {
-        Ok(o) => o,
-        Err(e) => {
-            // SAFETY: the Vec's own parts, not yet owned by anything else.
-            drop(unsafe { Vec::from_raw_parts(ptr, len, cap) });
-            return Err(e);
-        }
-    };
-    // SAFETY: `ptr` points at `len` initialised Ts (the dims multiply to `len`, checked
-    // above), owned by `owner`, which becomes the array's base object and so outlives it;
-    // nothing reallocates or frees the memory while `owner` lives.
-    let view = unsafe { ArrayViewD::from_shape_ptr(IxDyn(dims), ptr.cast_const()) };
+    )?;
+    // SAFETY: `ptr` points at the Vec's `len` initialised Ts, which the dims multiply to
+    // (checked above); `owner` owns that memory, becomes the array's base object and so
+    // outlives it, and nothing reallocates or frees the memory while it lives.
+    let view = unsafe { ArrayViewD::from_shape_ptr(IxDyn(dims), ptr) };
     // SAFETY: as above: `owner` keeps the memory alive as long as the array needs it.
     Ok(unsafe { PyArray::borrow_from_array(&view, owner.into_any()) }.into_any())
 }
@@ -217,6 +188,7 @@ pub(super) fn data_array<'py>(
         ColumnData::U16(v) | ColumnData::F16(v) | ColumnData::BF16(v) => numbers!(v),
         ColumnData::U32(v) => numbers!(v),
         ColumnData::U64(v) => numbers!(v),
+        // bool batches are never reused (ZeroBits::ANY_BITS), so they lend nothing.
         ColumnData::Bool(v) => array(py, v, dims),
         ColumnData::F32(v) => numbers!(v),
         ColumnData::F64(v) => numbers!(v),

@@ -33,7 +33,7 @@ pub use types::{sniff, Decoded, Format, ImageSpec, PixelType, Resize};
 
 use super::pad::MAX_ROW_BYTES;
 use super::rows::{single_bytes, Found, RowError, Rows};
-use crate::alloc::{AnyBits, DenseBatch};
+use crate::alloc::{DenseBatch, ZeroBits};
 use crate::column::{Column, ColumnData};
 use crate::error::{Error, Result};
 use codecs::{decode_jpeg, decode_png};
@@ -151,7 +151,7 @@ fn name(f: Format) -> &'static str {
 }
 
 /// Decodes every row's image into one `[rows, height, width, channels]` array.
-pub(super) fn image_column<'a, T: Pixel + AnyBits + Default>(
+pub(super) fn image_column<'a, T: Pixel + ZeroBits + Default>(
     spec: &ImageSpec,
     mine: &[Found<'a>],
     mut rows: Rows<'_>,
@@ -159,12 +159,13 @@ pub(super) fn image_column<'a, T: Pixel + AnyBits + Default>(
 ) -> Result<Column<'a>> {
     let b = mine.len();
     let n = spec.height * spec.width * spec.channels;
-    b.checked_mul(n)
+    let total = b
+        .checked_mul(n)
         .filter(|t| t.saturating_mul(std::mem::size_of::<T>()) <= MAX_ROW_BYTES.saturating_mul(4))
         .ok_or_else(|| Error::spec(Some(rows.name()), "image batch too large"))?;
     // A spare batch holds an earlier batch's pixels: `fit` writes every pixel of a row
     // (padding included) and a row that fails is zeroed.
-    let mut out = DenseBatch::<T>::reusing(b, n)
+    let mut out = DenseBatch::<T>::new(total, n)
         .map_err(|e| Error::spec(Some(rows.name()), format!("image batch too large: {e}")))?;
     let mut scratch = Vec::new(); // one pixel buffer, reused image after image
     for (row, found) in mine.iter().enumerate() {
