@@ -621,6 +621,55 @@ mod tests {
         assert!(cases > 5000, "{cases}");
     }
 
+    /// The vendored zune-jpeg reuses the Huffman tables it derived for earlier images of the
+    /// same thread when a DHT segment repeats: images with other tables (optimised per image,
+    /// progressive, gray), decoded one after another in an interleaved order, must come out as
+    /// each does on a fresh thread, where nothing is kept.
+    #[test]
+    fn huffman_tables_kept_from_earlier_images_decode_as_fresh_ones() {
+        let mut files = Vec::new();
+        for (i, (h, w, c)) in [(24, 31, 3), (50, 20, 1), (33, 33, 3)]
+            .into_iter()
+            .enumerate()
+        {
+            let px: Vec<u8> = (0..h * w * c)
+                .map(|k| ((k * (13 + i) + k / 7) % 256) as u8)
+                .collect();
+            for (optimized, progressive, quality) in [
+                (false, false, 90),
+                (true, false, 90),
+                (true, false, 40),
+                (true, true, 75),
+            ] {
+                let colour = if c == 1 {
+                    jpeg_encoder::ColorType::Luma
+                } else {
+                    jpeg_encoder::ColorType::Rgb
+                };
+                let mut out = Vec::new();
+                let mut enc = jpeg_encoder::Encoder::new(&mut out, quality);
+                enc.set_optimized_huffman_tables(optimized);
+                enc.set_progressive(progressive);
+                enc.encode(&px, w as u16, h as u16, colour).unwrap();
+                files.push(out);
+            }
+        }
+        let decode_one = |data: &[u8]| decode_jpeg(data, 3, 1 << 20, Vec::new()).unwrap().pixels;
+        let fresh: Vec<Vec<u8>> = files
+            .iter()
+            .map(|f| std::thread::scope(|s| s.spawn(|| decode_one(f)).join().unwrap()))
+            .collect();
+        // Every file after every other, both ways round, on this one thread.
+        for step in [1, 5, 7] {
+            for k in 0..files.len() * 2 {
+                let at = (k * step) % files.len();
+                assert_eq!(decode_one(&files[at]), fresh[at], "file {at}, step {step}");
+            }
+        }
+        // Optimised tables differ from image to image: the test covers more than one set.
+        assert!(files.windows(2).any(|p| p[0][..200] != p[1][..200]));
+    }
+
     fn gradient(h: usize, w: usize, c: usize) -> Vec<u8> {
         (0..h * w * c).map(|i| ((i * 7) % 251) as u8).collect()
     }
