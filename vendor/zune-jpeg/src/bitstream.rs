@@ -383,9 +383,9 @@ impl BitStream {
         T: ZByteReaderTrait
     {
         // Get fast AC table as a reference before we enter the hot path
-        let ac_lookup = ac_table.ac_lookup.as_ref().unwrap();
+        let ac_pairs = ac_table.ac_pairs.as_ref().unwrap();
 
-        let (mut symbol, mut r, mut fast_ac);
+        let (mut symbol, mut r);
         // Decode AC coefficients
         let mut pos: usize = 1;
         if  self.bits_left < 1 && self.marker.is_some() {
@@ -402,18 +402,31 @@ impl BitStream {
         while pos < 64 {
             self.refill(reader)?;
             symbol = self.peek_bits::<FAST_AC_BITS>();
-            fast_ac = ac_lookup[symbol as usize];
+            let pair = ac_pairs[symbol as usize];
 
-            if fast_ac != 0 {
-                //  FAST AC path
-                pos += ((fast_ac >> 4) & 15) as usize; // run
+            if pair != 0 {
+                // FAST AC path: one coefficient, and the next one too where its bits are
+                // among those peeked (see `HuffmanTable::ac_pairs`).
+                pos += ((pair >> 8) & 15) as usize; // run
                 // pos < 64 + 16 here: the padded table maps past-the-end runs to 63, and
                 // `& 127` lets the compiler drop the bounds check.
                 let t_pos = usize::from(UN_ZIGZAG_U8[pos & 127]) & 63;
-
-                block[t_pos] = i32::from(fast_ac >> 8) * (qt_table[t_pos]); // Value
-                self.drop_bits((fast_ac & 15) as u8);
+                block[t_pos] = i32::from((pair >> 16) as u8 as i8) * qt_table[t_pos];
                 pos += 1;
+                if pos >= 64 {
+                    // The block ends with this coefficient: whatever follows is the next
+                    // block's.
+                    self.drop_bits(((pair >> 4) & 15) as u8);
+                    break;
+                }
+                let both = pair & 15;
+                pos += ((pair >> 12) & 15) as usize;
+                // Without a second coefficient this writes a 0 to the next position, which is
+                // still 0: no branch on whether there is one.
+                let t_pos = usize::from(UN_ZIGZAG_U8[pos & 127]) & 63;
+                block[t_pos] = i32::from((pair >> 24) as u8 as i8) * qt_table[t_pos];
+                pos += usize::from(both != (pair >> 4) & 15);
+                self.drop_bits(both as u8);
             } else {
                 symbol = ac_table.lookup[(symbol >> (FAST_AC_BITS - HUFF_LOOKAHEAD)) as usize];
                 decode_huff!(self, symbol, ac_table);

@@ -44,6 +44,13 @@ pub struct HuffmanTable {
     /// do an equivalent of receive_extend
     pub(crate) ac_lookup: Option<[i16; 1 << FAST_AC_BITS]>,
 
+    /// `ac_lookup` for up to two AC coefficients at once: where the `FAST_AC_BITS` bits
+    /// peeked hold one fast coefficient and, after it, all of a second one, both (see
+    /// `BitStream::decode_mcu_block`). Bits 0-3: the bits both take (or the first alone), 4-7:
+    /// the first's bits, 8-11 and 12-15: their runs (0 without a second), 16-23 and 24-31:
+    /// their values as `i8` (0 without a second). 0: the first is not a fast coefficient.
+    pub(crate) ac_pairs: Option<[u32; 1 << FAST_AC_BITS]>,
+
     /// Directly represent contents of a JPEG DHT marker
     ///
     /// \# number of symbols with codes of length `k` bits
@@ -66,7 +73,8 @@ impl HuffmanTable {
             offset: [0; 18],
             lookup: [too_long_code; 1 << HUFF_LOOKAHEAD],
             values,
-            ac_lookup: None
+            ac_lookup: None,
+            ac_pairs: None
         };
 
         p.make_derived_table(is_dc, is_progressive, codes)?;
@@ -224,7 +232,33 @@ impl HuffmanTable {
                     }
                 }
             }
+            let mut pairs = [0_u32; 1 << FAST_AC_BITS];
+            for (i, pair) in pairs.iter_mut().enumerate() {
+                let first = fast_ac[i];
+                if first == 0 {
+                    continue;
+                }
+                let len1 = (first & 15) as u32;
+                let field = |e: i16| ((e >> 4) & 15) as u32 | (u32::from((e >> 8) as i8 as u8) << 8);
+                // The bits after the first coefficient, left-aligned: a second coefficient
+                // counts only when all of its bits are among them.
+                let next = (i << len1) & ((1 << FAST_AC_BITS) - 1);
+                let second = fast_ac[next];
+                let (total, second) = if second != 0 && (second & 15) as u32 <= u32::from(FAST_AC_BITS) - len1 {
+                    (len1 + (second & 15) as u32, field(second))
+                } else {
+                    (len1, 0)
+                };
+                let first = field(first);
+                *pair = total
+                    | len1 << 4
+                    | (first & 15) << 8
+                    | (second & 15) << 12
+                    | (first >> 8) << 16
+                    | (second >> 8) << 24;
+            }
             self.ac_lookup = Some(fast_ac);
+            self.ac_pairs = Some(pairs);
         }
 
         // Validate symbols as being reasonable
