@@ -24,6 +24,7 @@ from jaxrec._spec import compile_spec
 DATA = Path(__file__).resolve().parents[1] / "data"
 GOLDEN = DATA / "golden"
 IMAGES = DATA / "golden_images"
+JPEG_EXACT = DATA / "jpeg_exact"
 COMPOSITE = DATA / "golden_composite"
 
 INT_DTYPES = ["np.int64", "np.int32", "np.int16", "np.int8", "np.uint8", "np.uint16"]
@@ -260,6 +261,9 @@ def _source_images() -> list[bytes]:
     for shape in ((8, 8, 3), (9, 17, 1)):
         px = rng.integers(0, 256, shape, dtype=np.uint8)
         out.append(jr.encode_jpeg(px, quality=50))
+    # JPEGs of every kind TensorFlow writes (progressive, optimised Huffman tables, q5-q100) for
+    # the vendored zune-jpeg's Huffman decoder; the small ones keep executions quick.
+    out += [j for j in jr.read_records(str(JPEG_EXACT / "jpegs.tfrecord")) if len(j) <= 4096]
     return out
 
 
