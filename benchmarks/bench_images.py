@@ -26,7 +26,14 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
-from bench_parse import count_records, jaxrec_batches, loader_batches, record_counts
+from bench_parse import (
+    against_fastest,
+    count_records,
+    jaxrec_batches,
+    loader_batches,
+    record_counts,
+    tf_fastest_run,
+)
 
 import jaxrec as jr
 
@@ -174,9 +181,7 @@ def main() -> int:
     best = max(tf_names, key=median.get) if tf_names else None
     ratio = median["jaxrec"] / median[best] if best else None
     loader_ratio = median["jaxrec Loader"] / median[best] if best else None
-    # tf.data's runs on a small VM can fall into a slow mode (here ~1.58k img/s, half its
-    # usual speed, in any configuration): its fastest single run is the conservative baseline.
-    tf_fastest = max((r for n in tf_names for r in ips[n]), default=None)
+    tf_fastest = tf_fastest_run(ips, tf_names)
     result = {
         "command": command,
         "images": args.images,
@@ -216,11 +221,7 @@ def main() -> int:
     if best:
         print(f"jaxrec (raw path) / tf.data best: {ratio:.2f}x")
         print(f"jaxrec Loader / tf.data best: {loader_ratio:.2f}x")
-        print(
-            f"against tf.data's fastest single run ({tf_fastest:,.0f} img/s): raw path "
-            f"{median['jaxrec'] / tf_fastest:.2f}x, "
-            f"Loader {median['jaxrec Loader'] / tf_fastest:.2f}x"
-        )
+        print(against_fastest(median, tf_fastest, "img/s", "raw path"))
     return 0
 
 

@@ -172,6 +172,16 @@ impl<T: ZeroBits + Default> DenseBatch<T> {
         dst
     }
 
+    /// Row `row` for a caller that writes all of it (`whole`: as it is) or only part (zeroed).
+    #[inline]
+    pub fn row_for(&mut self, row: usize, whole: bool) -> &mut [T] {
+        if whole {
+            self.row(row)
+        } else {
+            self.zeroed_row(row)
+        }
+    }
+
     /// The values, row-major.
     pub fn into_vec(self) -> Vec<T> {
         self.values

@@ -145,11 +145,8 @@ pub(super) fn raw_column<'a>(
             let mut out = alloc_batch(&name, b, n, |len| DenseBatch::<$t>::new(len, n))?;
             for row in 0..b {
                 match &shapes[row] {
-                    Some(shape) if *shape == out_shape => {
-                        read_padded::<$t>(data[row], little, shape, out.row(row), &out_shape)
-                    }
                     Some(shape) => {
-                        let dst = out.zeroed_row(row);
+                        let dst = out.row_for(row, *shape == out_shape);
                         read_padded::<$t>(data[row], little, shape, dst, &out_shape)
                     }
                     None => {

@@ -162,11 +162,7 @@ pub(super) fn tensor_column<'a>(
                     continue;
                 };
                 let n = numel(&t.shape).unwrap_or(0);
-                let dst = if t.shape == out_shape {
-                    out.row(row)
-                } else {
-                    out.zeroed_row(row)
-                };
+                let dst = out.row_for(row, t.shape == out_shape);
                 let vals: Vec<$t> = match t.view.content {
                     Some(c) => {
                         read_padded::<$t>(c, true, &t.shape, dst, &out_shape);

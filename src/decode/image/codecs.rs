@@ -559,6 +559,27 @@ mod tests {
     use crate::decode::image::types::PNG_MAGIC;
     use crate::decode::image::{decode, Format};
 
+    /// `h x w x c` pixels (c 1 or 3) as a JPEG of `quality`, with the encoder set by `set`.
+    fn jpeg_with(
+        px: &[u8],
+        h: usize,
+        w: usize,
+        c: usize,
+        quality: u8,
+        set: impl FnOnce(&mut jpeg_encoder::Encoder<&mut Vec<u8>>),
+    ) -> Vec<u8> {
+        let colour = if c == 1 {
+            jpeg_encoder::ColorType::Luma
+        } else {
+            jpeg_encoder::ColorType::Rgb
+        };
+        let mut out = Vec::new();
+        let mut enc = jpeg_encoder::Encoder::new(&mut out, quality);
+        set(&mut enc);
+        enc.encode(px, w as u16, h as u16, colour).unwrap();
+        out
+    }
+
     /// JpegBytes must read as zune's ZCursor does, also past the end and around markers: the
     /// same pixels or the same error for whole, cut and damaged JPEGs (baseline and
     /// progressive, with and without restart markers, gray, 4:2:0 and 4:4:4).
@@ -578,22 +599,15 @@ mod tests {
                 (false, 2, false),
                 (false, 1, true),
             ] {
-                let mut out = Vec::new();
-                let colour = if c == 1 {
-                    jpeg_encoder::ColorType::Luma
-                } else {
-                    jpeg_encoder::ColorType::Rgb
-                };
-                let mut enc = jpeg_encoder::Encoder::new(&mut out, 85);
-                enc.set_progressive(progressive);
-                if restart > 0 {
-                    enc.set_restart_interval(restart);
-                }
-                if !subsample {
-                    enc.set_sampling_factor(jpeg_encoder::SamplingFactor::R_4_4_4);
-                }
-                enc.encode(&px, w as u16, h as u16, colour).unwrap();
-                files.push(out);
+                files.push(jpeg_with(&px, h, w, c, 85, |enc| {
+                    enc.set_progressive(progressive);
+                    if restart > 0 {
+                        enc.set_restart_interval(restart);
+                    }
+                    if !subsample {
+                        enc.set_sampling_factor(jpeg_encoder::SamplingFactor::R_4_4_4);
+                    }
+                }));
             }
         }
         let mut cases = 0;
@@ -641,17 +655,10 @@ mod tests {
                 (true, false, 40),
                 (true, true, 75),
             ] {
-                let colour = if c == 1 {
-                    jpeg_encoder::ColorType::Luma
-                } else {
-                    jpeg_encoder::ColorType::Rgb
-                };
-                let mut out = Vec::new();
-                let mut enc = jpeg_encoder::Encoder::new(&mut out, quality);
-                enc.set_optimized_huffman_tables(optimized);
-                enc.set_progressive(progressive);
-                enc.encode(&px, w as u16, h as u16, colour).unwrap();
-                files.push(out);
+                files.push(jpeg_with(&px, h, w, c, quality, |enc| {
+                    enc.set_optimized_huffman_tables(optimized);
+                    enc.set_progressive(progressive);
+                }));
             }
         }
         let decode_one = |data: &[u8]| decode_jpeg(data, 3, 1 << 20, Vec::new()).unwrap().pixels;
