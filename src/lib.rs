@@ -23,6 +23,7 @@ pub mod dtype;
 pub mod error;
 pub mod parse;
 pub mod pipeline;
+mod prefetch;
 pub mod records;
 pub mod wire;
 

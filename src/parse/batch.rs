@@ -14,6 +14,7 @@ use crate::column::{Column, ColumnData};
 use crate::decode::{self, Inputs};
 use crate::dtype::OutDType;
 use crate::error::{Error, Location, Result};
+use crate::prefetch::prefetch_all;
 
 /// A parsed batch: one column per feature of the spec(s), in spec order.
 #[derive(Debug)]
@@ -186,7 +187,6 @@ fn decode_column<'a>(
 /// 512 bytes did as well on tabular, a little worse on tokens (records of ~700 bytes).
 const PREFETCH_ROWS: usize = 4;
 /// Bytes of a record fetched ahead (the hardware prefetcher follows on from there).
-#[cfg(target_arch = "x86_64")]
 const PREFETCH_BYTES: usize = 1024;
 
 /// Asks the CPU to bring the first bytes of `record` into its cache: a batch's records come from
@@ -194,19 +194,7 @@ const PREFETCH_BYTES: usize = 1024;
 /// first reads of each record missed the cache and waited on memory.
 #[inline(always)]
 fn prefetch_record(record: &[u8]) {
-    #[cfg(target_arch = "x86_64")]
-    for at in (0..record.len().min(PREFETCH_BYTES)).step_by(64) {
-        // SAFETY: a prefetch is a hint that reads nothing into the program and never faults;
-        // the address is inside `record` anyway. SSE is part of x86_64's baseline.
-        unsafe {
-            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
-                record.as_ptr().add(at).cast::<i8>(),
-            )
-        };
-    }
-    // Elsewhere no prefetch: aarch64's intrinsic is not stable Rust yet.
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = record;
+    prefetch_all(&record[..record.len().min(PREFETCH_BYTES)]);
 }
 
 /// Parses serialized `tf.train.Example`s against `spec`. Errors name the batch row.

@@ -20,6 +20,7 @@ use super::compress::{self, Compression, Input, Source};
 use super::crc::{masked_crc32c, masked_crc32c_lanes, LANES};
 use super::{FOOTER, HEADER};
 use crate::error::{Error, Location, Result, Skip};
+use crate::prefetch::prefetch_all;
 
 /// The default of [`ReaderOptions::max_record_bytes`]: 1 GiB. A `tf.train.Example` cannot
 /// exceed protobuf's 2 GiB message limit and jaxrec caps a decoded tensor row at 1 GiB, so a
@@ -1224,31 +1225,10 @@ const PREFETCH_BYTES: usize = 8 << 10;
 #[inline(always)]
 fn prefetch_ahead(buf: &[u8], p: usize, fetched: usize) -> usize {
     let to = buf.len().min(p.saturating_add(PREFETCH_BYTES));
-    let mut at = fetched.max(p);
-    while at < to {
-        prefetch(&buf[at]);
-        at += 64;
-    }
-    at.max(to)
-}
-
-/// Asks the cache for the line holding `byte` (a hint: it reads nothing and cannot fault).
-#[inline(always)]
-fn prefetch(byte: &u8) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch of a valid address; SSE (which has it) is part of x86_64.
-    unsafe {
-        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        _mm_prefetch::<_MM_HINT_T0>((byte as *const u8).cast());
-    }
-    #[cfg(target_arch = "aarch64")]
-    // SAFETY: `prfm` of a valid address only hints the cache; it writes nothing.
-    unsafe {
-        std::arch::asm!("prfm pldl1keep, [{0}]", in(reg) byte as *const u8,
-            options(nostack, readonly, preserves_flags));
-    }
-    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
-    let _ = byte;
+    let from = fetched.max(p).min(to);
+    prefetch_all(&buf[from..to]);
+    // The next call goes on from the line after the last one asked for.
+    from + (to - from).next_multiple_of(64)
 }
 
 /// Reads and drops up to `n` bytes of `input`: how many came, and the error that stopped it
