@@ -10,9 +10,11 @@ import numpy.typing as npt
 from jaxrec._spec import CompiledFeature
 
 __version__: str
+MAX_POOLED_BLOCK: int
 
 __all__ = [
     "__version__",
+    "MAX_POOLED_BLOCK",
     "decode_image",
     "encode_png",
     "encode_jpeg",
@@ -22,6 +24,7 @@ __all__ = [
     "masked_crc32c",
     "spare_batches",
     "release_spare_batches",
+    "name_thread",
     "Chunk",
     "RecordReader",
     "RecordWriter",
@@ -31,6 +34,9 @@ __all__ = [
     "ParseQueue",
     "BatchMemory",
 ]
+
+def name_thread(name: str) -> None:
+    """Names the calling thread for the operating system (first 15 bytes; Linux only)."""
 
 def masked_crc32c(data: bytes) -> int:
     """Masked CRC32C of `data`, as stored in TFRecord headers and footers."""

@@ -27,6 +27,9 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(pack::pack_documents, m)?)?;
     m.add_function(wrap_pyfunction!(parser::spare_batches, m)?)?;
     m.add_function(wrap_pyfunction!(parser::release_spare_batches, m)?)?;
+    m.add_function(wrap_pyfunction!(name_thread, m)?)?;
+    // The largest read block the pool keeps: the Loader's automatic block size stays below it.
+    m.add("MAX_POOLED_BLOCK", crate::records::blocks::MAX_POOLED_BLOCK)?;
     m.add_class::<parser::BatchMemory>()?;
     m.add_class::<records::Chunk>()?;
     m.add_class::<records::RecordReader>()?;
@@ -36,4 +39,22 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<parser::Parsed>()?;
     m.add_class::<queue::ParseQueue>()?;
     Ok(())
+}
+
+/// Names the calling thread for the operating system, as the native threads are named
+/// (`jaxrec-parse-0`): `top -H`, `perf` and `/proc/<pid>/task/*/comm` then tell the Loader's
+/// Python threads apart by their work. Linux keeps the first 15 bytes; elsewhere it does
+/// nothing.
+#[pyfunction]
+fn name_thread(name: &str) {
+    #[cfg(target_os = "linux")]
+    {
+        let mut bytes: Vec<u8> = name.bytes().filter(|&b| b != 0).take(15).collect();
+        bytes.push(0);
+        // SAFETY: PR_SET_NAME reads a NUL-terminated string of at most 16 bytes from the
+        // pointer, which `bytes` is for the length of the call.
+        unsafe { libc::prctl(libc::PR_SET_NAME, bytes.as_ptr() as libc::c_ulong, 0, 0, 0) };
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = name;
 }

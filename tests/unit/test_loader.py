@@ -290,6 +290,34 @@ def test_break_exception_and_repeats_leave_no_threads_or_files(tmp_path):
     assert open_fds() <= fds
 
 
+def os_thread_names():
+    """The names the operating system knows this process's threads by."""
+    names = []
+    for tid in os.listdir(f"/proc/{os.getpid()}/task"):
+        try:
+            with open(f"/proc/{os.getpid()}/task/{tid}/comm") as f:
+                names.append(f.read().strip())
+        except OSError:  # the thread ended meanwhile
+            pass
+    return names
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="Linux /proc")
+def test_threads_carry_their_role_as_os_names(tmp_path):
+    # `top -H` and `perf` show which of the Loader's threads uses the CPU: the planner, the
+    # read pool and the parse threads by name, not as one more "python".
+    paths = write_files(tmp_path, [300, 300])
+    loader = jr.Loader(paths, SPEC, batch_size=4, num_threads=2, num_epochs=None)
+    it = iter(loader)
+    for _ in range(20):
+        next(it)
+    names = os_thread_names()
+    loader.close()
+    assert "jaxrec-planner" in names
+    assert "jaxrec-worker_0" in names
+    assert {"jaxrec-parse-0", "jaxrec-parse-1"} <= set(names)
+
+
 @pytest.mark.parametrize("devices", [False, True])
 def test_prefetch_fills_so_many_batches_and_no_more(tmp_path, devices):
     paths = write_files(tmp_path, [400])

@@ -141,6 +141,11 @@ class _Handoff:
             self._cond.notify_all()
 
 
+def _name_os_thread() -> None:
+    """Gives the calling thread's Python name to the OS thread (``top -H``, ``perf``)."""
+    _native.name_thread(threading.current_thread().name)
+
+
 class _Failure:
     """An exception raised on a pipeline thread, on its way to the consumer."""
 
@@ -240,7 +245,7 @@ class Pipeline:
         self._stop = threading.Event()
         self._stopped = False
         self.pool = concurrent.futures.ThreadPoolExecutor(
-            spec.num_threads, thread_name_prefix="jaxrec-worker"
+            spec.num_threads, thread_name_prefix="jaxrec-worker", initializer=_name_os_thread
         )
         self.inflight = _Handoff(spec.num_threads + spec.prefetch)
         self.out = _Handoff(spec.prefetch)
@@ -288,6 +293,7 @@ class Pipeline:
         return END
 
     def _guard(self, target: Callable[[], None], downstream: _Handoff) -> None:
+        _name_os_thread()
         try:
             target()
         except BaseException as e:  # forwarded to the consumer, which re-raises it

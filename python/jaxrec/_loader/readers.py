@@ -35,11 +35,12 @@ _NO_LIMIT = 1 << 62
 # and a piece reads one block ahead: with 150 KB images a 2 MiB block is 13 records, and the
 # planner waited on ~20 reads a batch, one after another (raw 224x224x3 pixels, 2 threads: 7 MiB
 # blocks 15.7-17.3k -> 23.1-23.3k img/s). Small records keep 2 MiB blocks (8 MiB ones were 10 %
-# slower on tokens and tabular). 7 MiB plus a record's tail stays within the block pool's largest
-# block (``records::blocks::MAX_POOLED_BLOCK``, 8 MiB): 8 MiB blocks were fresh pages each time.
+# slower on tokens and tabular). The largest leaves 1 MiB for a record's tail within the block
+# pool's largest block (``_native.MAX_POOLED_BLOCK``, 8 MiB): 8 MiB blocks were fresh pages
+# each time.
 AUTO_CHUNK_BYTES = 2 << 20
 _AUTO_RECORDS = 48
-_AUTO_MAX_BYTES = 7 << 20
+_AUTO_MAX_BYTES = _native.MAX_POOLED_BLOCK - (1 << 20)
 
 
 class PieceReader:
