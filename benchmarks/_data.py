@@ -38,6 +38,61 @@ def rss_mib() -> float:
     return float("nan")
 
 
+def thread_cpu_seconds() -> dict[int, tuple[str, float]]:
+    """CPU seconds each live thread of this process has used, by thread id, with its OS name.
+
+    Linux (``/proc/<pid>/task``): from ``schedstat`` (nanoseconds) where the kernel has it, else
+    from ``stat`` (clock ticks). Empty elsewhere. The Loader's threads carry their role as
+    their OS name (``jaxrec-parse-0``, ``jaxrec-worker_0``, ``jaxrec-planner``).
+    """
+    out: dict[int, tuple[str, float]] = {}
+    task = f"/proc/{os.getpid()}/task"
+    try:
+        tids = os.listdir(task)
+    except OSError:
+        return out
+    tick = os.sysconf("SC_CLK_TCK")
+    for tid in tids:
+        try:
+            with open(f"{task}/{tid}/comm") as f:
+                name = f.read().strip()
+            try:
+                with open(f"{task}/{tid}/schedstat") as f:
+                    seconds = int(f.read().split()[0]) / 1e9
+            except OSError:
+                with open(f"{task}/{tid}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+                seconds = (int(fields[11]) + int(fields[12])) / tick
+        except (OSError, ValueError, IndexError):  # the thread ended meanwhile
+            continue
+        out[int(tid)] = (name, seconds)
+    return out
+
+
+def cpu_by_role(
+    before: dict[int, tuple[str, float]], after: dict[int, tuple[str, float]]
+) -> dict[str, float]:
+    """CPU seconds between two :func:`thread_cpu_seconds` snapshots, by the Loader's roles:
+    ``parse`` (native parse threads), ``read pool`` (the pool that reads, and transforms),
+    ``planner``, ``consumer`` (the main thread) and ``other`` (anything else in the process).
+    """
+    roles = {"parse": 0.0, "read pool": 0.0, "planner": 0.0, "consumer": 0.0, "other": 0.0}
+    for tid, (name, seconds) in after.items():
+        used = seconds - before.get(tid, (name, 0.0))[1]
+        if tid == os.getpid():
+            role = "consumer"
+        elif name.startswith("jaxrec-parse"):
+            role = "parse"
+        elif name.startswith("jaxrec-worker"):
+            role = "read pool"
+        elif name == "jaxrec-planner":
+            role = "planner"
+        else:
+            role = "other"
+        roles[role] += used
+    return roles
+
+
 # Bump when the generators change, so stale caches are not reused.
 VERSION = 1
 DEFAULT_CACHE = Path(__file__).resolve().parent / "_data"

@@ -108,19 +108,37 @@ def loader_batches(
     batch_size: int,
     counts: list[int],
     rss_peaks: list[float] | None = None,
+    cpu_roles: list[dict[str, float]] | None = None,
 ) -> Iterator[dict]:
     """The same pass through ``jr.Loader``: interleave, fixed-shape batches, last one padded.
 
     No shuffle (the tf.data side has none). Record counts are passed in, as a user with an
     index or a known dataset size would; counting is a one-off framing pass otherwise. Only
     the real rows of each batch are counted. With ``rss_peaks``, the process's peak RSS over
-    the pass (MiB, sampled every 32 batches) is appended to it.
+    the pass (MiB, sampled every 32 batches) is appended to it; with ``cpu_roles``, the CPU
+    seconds per record that each role of the Loader's threads used from the first batch to the
+    last (:func:`_data.cpu_by_role`). Threads are sampled every 16 batches and at the last: the
+    planner ends once it has planned the last batch, and keeps its last sample.
     """
     loader = jr.Loader(files, spec, batch_size, num_threads=threads, record_counts=counts)
     peak = 0.0
+    start: dict | None = None
+    latest: dict = {}
+    real = 0
     for i, batch in enumerate(loader):
         if rss_peaks is not None and i % 32 == 0:
             peak = max(peak, _data.rss_mib())
+        if cpu_roles is not None:
+            last = loader.last_info.last_in_epoch
+            if start is None:
+                start = _data.thread_cpu_seconds()
+            else:
+                real += loader.last_info.real_rows
+                if i % 16 == 0 or last:
+                    latest.update(_data.thread_cpu_seconds())
+            if last and real:
+                used = _data.cpu_by_role(start, latest)
+                cpu_roles.append({role: s / real for role, s in used.items()})
         yield {"label": batch["label"][: loader.last_info.real_rows]}
     if rss_peaks is not None:
         rss_peaks.append(peak)
@@ -279,10 +297,11 @@ def main() -> int:
 
     counts = record_counts(files, spec, args.batch_size)
     rss_peaks: list[float] = []
+    cpu_roles: list[dict[str, float]] = []
     runners: dict[str, Callable[[], Iterator[dict]]] = {
         "jaxrec": lambda: jaxrec_batches(files, spec, args.threads, args.batch_size, chunk_bytes),
         "jaxrec Loader": lambda: loader_batches(
-            files, spec, args.threads, args.batch_size, counts, rss_peaks
+            files, spec, args.threads, args.batch_size, counts, rss_peaks, cpu_roles
         ),
     }
     tf = None
@@ -349,6 +368,12 @@ def main() -> int:
         "ratio_vs_tf_best": ratio,
         "loader_ratio_vs_tf_best": median["jaxrec Loader"] / median[best] if best else None,
         "loader_peak_rss_mib_per_pass": rss_peaks,
+        # Median over the timed passes of each role's CPU seconds per record.
+        "loader_cpu_us_per_record": {
+            role: statistics.median(p[role] for p in cpu_roles) * 1e6 for role in cpu_roles[0]
+        }
+        if cpu_roles
+        else None,
         "tf_fastest_run": tf_fastest,
     }
     if args.json:
@@ -375,6 +400,13 @@ def main() -> int:
         if rss_peaks:
             peaks = ", ".join(f"{p:,.0f}" for p in result["loader_peak_rss_mib_per_pass"])
             print(f"process peak RSS in each Loader pass: {peaks} MiB")
+        if result["loader_cpu_us_per_record"]:
+            roles = result["loader_cpu_us_per_record"]
+            parts = ", ".join(f"{role} {us:.3f}" for role, us in roles.items())
+            print(
+                f"Loader CPU per record by thread (us, median of passes): {parts}; "
+                f"total {sum(roles.values()):.3f}"
+            )
     return 1 if problems else 0
 
 
