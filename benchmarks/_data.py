@@ -38,24 +38,30 @@ def rss_mib() -> float:
     return float("nan")
 
 
-def thread_cpu_seconds() -> dict[int, tuple[str, float]]:
-    """CPU seconds each live thread of this process has used, by thread id, with its OS name.
+def thread_cpu_seconds(names: dict[int, str]) -> dict[int, tuple[str, float]]:
+    """CPU seconds the Loader's threads (OS names ``jaxrec-*``) and the main thread have used,
+    by thread id, with the thread's name.
 
     Linux (``/proc/<pid>/task``): from ``schedstat`` (nanoseconds) where the kernel has it, else
-    from ``stat`` (clock ticks). Empty elsewhere. The Loader's threads carry their role as
-    their OS name (``jaxrec-parse-0``, ``jaxrec-worker_0``, ``jaxrec-planner``).
+    from ``stat`` (clock ticks); empty elsewhere. ``names`` caches each thread's name across
+    calls: a process with TensorFlow in it has dozens of threads, and reading every one's files
+    at each sample cost the consumer thread more than it measured.
     """
     out: dict[int, tuple[str, float]] = {}
     task = f"/proc/{os.getpid()}/task"
     try:
-        tids = os.listdir(task)
+        tids = [int(t) for t in os.listdir(task)]
     except OSError:
         return out
     tick = os.sysconf("SC_CLK_TCK")
     for tid in tids:
         try:
-            with open(f"{task}/{tid}/comm") as f:
-                name = f.read().strip()
+            if tid not in names:
+                with open(f"{task}/{tid}/comm") as f:
+                    names[tid] = f.read().strip()
+            name = names[tid]
+            if tid != os.getpid() and not name.startswith("jaxrec-"):
+                continue
             try:
                 with open(f"{task}/{tid}/schedstat") as f:
                     seconds = int(f.read().split()[0]) / 1e9
@@ -65,18 +71,20 @@ def thread_cpu_seconds() -> dict[int, tuple[str, float]]:
                 seconds = (int(fields[11]) + int(fields[12])) / tick
         except (OSError, ValueError, IndexError):  # the thread ended meanwhile
             continue
-        out[int(tid)] = (name, seconds)
+        out[tid] = (name, seconds)
     return out
 
 
 def cpu_by_role(
-    before: dict[int, tuple[str, float]], after: dict[int, tuple[str, float]]
+    before: dict[int, tuple[str, float]], after: dict[int, tuple[str, float]], process: float
 ) -> dict[str, float]:
-    """CPU seconds between two :func:`thread_cpu_seconds` snapshots, by the Loader's roles:
+    """CPU seconds between two :func:`thread_cpu_seconds` samples, by the Loader's roles:
     ``parse`` (native parse threads), ``read pool`` (the pool that reads, and transforms),
-    ``planner``, ``consumer`` (the main thread) and ``other`` (anything else in the process).
+    ``planner``, ``consumer`` (the main thread), and ``other``: the rest of ``process`` (the
+    process's CPU seconds over the same time), i.e. other threads and what a thread used after
+    its last sample.
     """
-    roles = {"parse": 0.0, "read pool": 0.0, "planner": 0.0, "consumer": 0.0, "other": 0.0}
+    roles = {"parse": 0.0, "read pool": 0.0, "planner": 0.0, "consumer": 0.0}
     for tid, (name, seconds) in after.items():
         used = seconds - before.get(tid, (name, 0.0))[1]
         if tid == os.getpid():
@@ -88,8 +96,9 @@ def cpu_by_role(
         elif name == "jaxrec-planner":
             role = "planner"
         else:
-            role = "other"
+            continue
         roles[role] += used
+    roles["other"] = max(0.0, process - sum(roles.values()))
     return roles
 
 

@@ -117,13 +117,16 @@ def loader_batches(
     the real rows of each batch are counted. With ``rss_peaks``, the process's peak RSS over
     the pass (MiB, sampled every 32 batches) is appended to it; with ``cpu_roles``, the CPU
     seconds per record that each role of the Loader's threads used from the first batch to the
-    last (:func:`_data.cpu_by_role`). Threads are sampled every 16 batches and at the last: the
-    planner ends once it has planned the last batch, and keeps its last sample.
+    last (:func:`_data.cpu_by_role`). Threads are sampled every 64 batches and at the last: the
+    planner ends once it has planned the last batch, and keeps its last sample (what it used
+    after it counts as ``other``).
     """
     loader = jr.Loader(files, spec, batch_size, num_threads=threads, record_counts=counts)
     peak = 0.0
+    names: dict[int, str] = {}
     start: dict | None = None
     latest: dict = {}
+    process = 0.0
     real = 0
     for i, batch in enumerate(loader):
         if rss_peaks is not None and i % 32 == 0:
@@ -131,13 +134,13 @@ def loader_batches(
         if cpu_roles is not None:
             last = loader.last_info.last_in_epoch
             if start is None:
-                start = _data.thread_cpu_seconds()
+                start, process = _data.thread_cpu_seconds(names), time.process_time()
             else:
                 real += loader.last_info.real_rows
-                if i % 16 == 0 or last:
-                    latest.update(_data.thread_cpu_seconds())
+                if i % 64 == 0 or last:
+                    latest.update(_data.thread_cpu_seconds(names))
             if last and real:
-                used = _data.cpu_by_role(start, latest)
+                used = _data.cpu_by_role(start, latest, time.process_time() - process)
                 cpu_roles.append({role: s / real for role, s in used.items()})
         yield {"label": batch["label"][: loader.last_info.real_rows]}
     if rss_peaks is not None:
