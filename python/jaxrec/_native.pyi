@@ -24,6 +24,7 @@ __all__ = [
     "masked_crc32c",
     "spare_batches",
     "release_spare_batches",
+    "idle_spare_batches",
     "name_thread",
     "Chunk",
     "RecordReader",
@@ -207,7 +208,10 @@ def spare_batches() -> tuple[int, int]:
     """`(count, bytes)` of the decoded batches' memory kept for the next batches of their size."""
 
 def release_spare_batches() -> None:
-    """Frees the decoded batches' memory kept for reuse (a Loader does at its end)."""
+    """Frees the decoded batches' memory kept for reuse."""
+
+def idle_spare_batches() -> None:
+    """Lets the kernel reclaim the kept batches' pages when it needs memory (a Loader's end)."""
 
 @final
 class BatchMemory:

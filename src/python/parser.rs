@@ -133,10 +133,17 @@ pub(super) fn spare_batches() -> (usize, usize) {
     spares::held()
 }
 
-/// Frees the spare batches kept for reuse (a Loader does at its end).
+/// Frees the spare batches kept for reuse.
 #[pyfunction]
 pub(super) fn release_spare_batches() {
     spares::release();
+}
+
+/// Lets the kernel reclaim the spare batches' pages when it needs memory, keeping them for a
+/// later Loader otherwise (a Loader does at its end; see `alloc::spares::idle`).
+#[pyfunction]
+pub(super) fn idle_spare_batches() {
+    spares::idle();
 }
 
 /// [`array`] for a decoded batch's values: large ones lend their memory to numpy through a

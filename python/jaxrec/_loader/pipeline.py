@@ -478,10 +478,11 @@ class Pipeline:
         self.pool.shutdown(wait=not stuck, cancel_futures=True)
         if self.parses is not None:
             self.parses.close()
-        # Drop queued batches (and with them the chunks they reference), and the decoded
-        # batches' memory kept for the batches this run no longer makes.
+        # Drop queued batches (and with them the chunks they reference). The decoded batches'
+        # memory kept for reuse stays for the next Loader, but the kernel may take its pages
+        # back whenever it needs memory (MADV_FREE; other systems free it now).
         self.inflight.clear()
         self.out.clear()
-        _native.release_spare_batches()
+        _native.idle_spare_batches()
         with _live_lock:
             _live.discard(self)
