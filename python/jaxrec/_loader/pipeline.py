@@ -456,7 +456,10 @@ class Pipeline:
         return (self.out if self.feeding else self.inflight).qsize()
 
     def stop(self) -> None:
-        """Stops the threads, waits for them, and releases every file and buffer (idempotent)."""
+        """Stops the threads, waits for them, closes the files, drops queued batches (idempotent).
+
+        The decoded batches' memory kept for reuse stays, reclaimable by the kernel (see below).
+        """
         if self._stopped:
             return
         self._stopped = True
