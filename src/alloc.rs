@@ -559,6 +559,23 @@ mod tests {
                 again.row(0).iter().all(|&x| x == 9),
                 "written after MADV_FREE, it holds"
             );
+            // Reclaimed by the kernel (forced here with MADV_PAGEOUT, where the kernel has
+            // it), an idle spare reads as zeros, and a batch written into it holds.
+            let v = again.into_vec();
+            let (ptr, bytes) = (v.as_ptr() as usize, v.len());
+            spares::give(spares::Spare::from_vec(v).unwrap());
+            spares::idle();
+            let (from, to) = (ptr.next_multiple_of(4096), (ptr + bytes) & !4095);
+            // SAFETY: advice on whole pages of the kept spare, which nothing uses meanwhile.
+            let out =
+                unsafe { libc::madvise(from as *mut libc::c_void, to - from, libc::MADV_PAGEOUT) };
+            let mut reclaimed = DenseBatch::<u8>::new(len + 4096, len / 3).unwrap();
+            let row = reclaimed.row(1);
+            if out == 0 {
+                assert!(row.iter().all(|&x| x == 0), "reclaimed pages read as zeros");
+            }
+            row.fill(5);
+            assert!(reclaimed.row(1).iter().all(|&x| x == 5));
         }
         spares::release();
         assert_eq!(spares::held(), (0, 0));
