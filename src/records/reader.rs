@@ -1210,7 +1210,7 @@ fn next_nonzero(buf: &[u8], from: usize, end: usize) -> usize {
 }
 
 /// Bytes ahead of the framing position asked into the cache (see [`prefetch_ahead`]).
-const PREFETCH_BYTES: usize = 8 << 10;
+const PREFETCH_BYTES: usize = 3 << 10;
 
 /// Asks the cache for `buf` from `fetched` up to [`PREFETCH_BYTES`] past `p`; returns how far
 /// it asked.
@@ -1218,10 +1218,11 @@ const PREFETCH_BYTES: usize = 8 << 10;
 /// Framing hops from header to header, and each header's address comes from the one before:
 /// a block read by the kernel arrives out of the cache, so each hop waited on memory (the
 /// header loads were ~80 % of the framing loop's time, the data CRCs missed too). Asked ahead
-/// along the block, those loads overlap. Tokens Loader (`perf`): framing and CRC 10.7 -> 7.8 %
-/// of the CPU; 4 to 64 KiB ahead measured alike; into L2 only (`T1`), or every 2nd or 4th
-/// line, saved less (8.8-9.0 %). The price: one thread framing 1 KiB records from 4 MiB
-/// blocks (`bench_framing.py`), which the hardware prefetcher served well, is ~8 % slower.
+/// along the block, those loads overlap. Tokens Loader (`perf`): framing and CRC 10.3-10.7 ->
+/// 8.0-8.1 % of the CPU with 3 to 64 KiB ahead (2 KiB: 8.5 %, 1 KiB: 9.4 %); into L2 only
+/// (`T1`), or every 2nd or 4th line, saved less. One thread framing 1 KiB records from 4 MiB
+/// blocks (`bench_framing.py`), which the hardware prefetcher serves well, keeps its speed up
+/// to 3 KiB ahead (3.98 against 4.00 GB/s) and lost ~8 % from 4 KiB on (3.68 at 4 KiB).
 #[inline(always)]
 fn prefetch_ahead(buf: &[u8], p: usize, fetched: usize) -> usize {
     let to = buf.len().min(p.saturating_add(PREFETCH_BYTES));
