@@ -38,68 +38,83 @@ def rss_mib() -> float:
     return float("nan")
 
 
-def thread_cpu_seconds(names: dict[int, str]) -> dict[int, tuple[str, float]]:
-    """CPU seconds the Loader's threads (OS names ``jaxrec-*``) and the main thread have used,
-    by thread id, with the thread's name.
+class LoaderCpu:
+    """CPU seconds a Loader's threads used, by role, from a first sample to the latest.
 
-    Linux (``/proc/<pid>/task``): from ``schedstat`` (nanoseconds) where the kernel has it, else
-    from ``stat`` (clock ticks); empty elsewhere. ``names`` caches each thread's name across
-    calls: a process with TensorFlow in it has dozens of threads, and reading every one's files
-    at each sample cost the consumer thread more than it measured.
+    Linux (``/proc/<pid>/task``; nothing elsewhere): each sample reads the ``schedstat``
+    (nanoseconds; ``stat`` ticks where the kernel lacks it) of the main thread and of the
+    threads whose OS names start ``jaxrec-``, which carry their role. Names are read once per
+    thread: a process with TensorFlow in it has dozens of threads, and reading all of their
+    files at each sample cost the consumer more than it measured. A thread that ends (the
+    planner, once it has planned the last batch) keeps its last sample.
     """
-    out: dict[int, tuple[str, float]] = {}
-    task = f"/proc/{os.getpid()}/task"
-    try:
-        tids = [int(t) for t in os.listdir(task)]
-    except OSError:
-        return out
-    tick = os.sysconf("SC_CLK_TCK")
-    for tid in tids:
-        try:
-            if tid not in names:
-                with open(f"{task}/{tid}/comm") as f:
-                    names[tid] = f.read().strip()
-            name = names[tid]
-            if tid != os.getpid() and not name.startswith("jaxrec-"):
-                continue
-            try:
-                with open(f"{task}/{tid}/schedstat") as f:
-                    seconds = int(f.read().split()[0]) / 1e9
-            except OSError:
-                with open(f"{task}/{tid}/stat") as f:
-                    fields = f.read().rsplit(")", 1)[1].split()
-                seconds = (int(fields[11]) + int(fields[12])) / tick
-        except (OSError, ValueError, IndexError):  # the thread ended meanwhile
-            continue
-        out[tid] = (name, seconds)
-    return out
 
+    ROLES = {"jaxrec-parse": "parse", "jaxrec-worker": "read pool", "jaxrec-planner": "planner"}
 
-def cpu_by_role(
-    before: dict[int, tuple[str, float]], after: dict[int, tuple[str, float]], process: float
-) -> dict[str, float]:
-    """CPU seconds between two :func:`thread_cpu_seconds` samples, by the Loader's roles:
-    ``parse`` (native parse threads), ``read pool`` (the pool that reads, and transforms),
-    ``planner``, ``consumer`` (the main thread), and ``other``: the rest of ``process`` (the
-    process's CPU seconds over the same time), i.e. other threads and what a thread used after
-    its last sample.
-    """
-    roles = {"parse": 0.0, "read pool": 0.0, "planner": 0.0, "consumer": 0.0}
-    for tid, (name, seconds) in after.items():
-        used = seconds - before.get(tid, (name, 0.0))[1]
-        if tid == os.getpid():
-            role = "consumer"
-        elif name.startswith("jaxrec-parse"):
-            role = "parse"
-        elif name.startswith("jaxrec-worker"):
-            role = "read pool"
-        elif name == "jaxrec-planner":
-            role = "planner"
+    def __init__(self) -> None:
+        self._names: dict[int, str] = {}
+        self._start: dict[int, float] | None = None
+        self._latest: dict[int, float] = {}
+        self._process = 0.0
+
+    def sample(self) -> None:
+        """Reads the threads' CPU now (the first call is where the count starts)."""
+        now = self._threads()
+        if self._start is None:
+            self._start, self._process = now, time.process_time()
         else:
-            continue
-        roles[role] += used
-    roles["other"] = max(0.0, process - sum(roles.values()))
-    return roles
+            self._latest.update(now)
+
+    def by_role(self) -> dict[str, float]:
+        """CPU seconds from the first sample to the latest: ``parse`` (native parse threads),
+        ``read pool`` (reads, and transforms), ``planner``, ``consumer`` (the main thread), and
+        ``other``: the rest of the process's CPU over the same time (other threads, and what a
+        thread used after its last sample).
+        """
+        roles = {"parse": 0.0, "read pool": 0.0, "planner": 0.0, "consumer": 0.0}
+        start = self._start or {}
+        for tid, seconds in self._latest.items():
+            role = self._role(tid)
+            if role is not None:
+                roles[role] += seconds - start.get(tid, 0.0)
+        roles["other"] = max(0.0, time.process_time() - self._process - sum(roles.values()))
+        return roles
+
+    def _role(self, tid: int) -> str | None:
+        if tid == os.getpid():
+            return "consumer"
+        name = self._names.get(tid, "")
+        return next((r for prefix, r in self.ROLES.items() if name.startswith(prefix)), None)
+
+    def _threads(self) -> dict[int, float]:
+        out: dict[int, float] = {}
+        task = f"/proc/{os.getpid()}/task"
+        try:
+            tids = [int(t) for t in os.listdir(task)]
+        except OSError:
+            return out
+        for tid in tids:
+            try:
+                if tid not in self._names:
+                    with open(f"{task}/{tid}/comm") as f:
+                        self._names[tid] = f.read().strip()
+                if self._role(tid) is None:
+                    continue
+                out[tid] = _cpu_seconds(f"{task}/{tid}")
+            except (OSError, ValueError, IndexError):  # the thread ended meanwhile
+                continue
+        return out
+
+
+def _cpu_seconds(thread_dir: str) -> float:
+    """A thread's CPU seconds from its ``/proc`` directory."""
+    try:
+        with open(f"{thread_dir}/schedstat") as f:
+            return int(f.read().split()[0]) / 1e9
+    except OSError:
+        with open(f"{thread_dir}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 # Bump when the generators change, so stale caches are not reused.

@@ -117,31 +117,22 @@ def loader_batches(
     the real rows of each batch are counted. With ``rss_peaks``, the process's peak RSS over
     the pass (MiB, sampled every 32 batches) is appended to it; with ``cpu_roles``, the CPU
     seconds per record that each role of the Loader's threads used from the first batch to the
-    last (:func:`_data.cpu_by_role`). Threads are sampled every 64 batches and at the last: the
-    planner ends once it has planned the last batch, and keeps its last sample (what it used
-    after it counts as ``other``).
+    last (:class:`_data.LoaderCpu`), sampled every 64 batches and at the last.
     """
     loader = jr.Loader(files, spec, batch_size, num_threads=threads, record_counts=counts)
     peak = 0.0
-    names: dict[int, str] = {}
-    start: dict | None = None
-    latest: dict = {}
-    process = 0.0
-    real = 0
+    cpu = _data.LoaderCpu()
+    real = 0  # records after the first batch, which the CPU is counted from
     for i, batch in enumerate(loader):
         if rss_peaks is not None and i % 32 == 0:
             peak = max(peak, _data.rss_mib())
         if cpu_roles is not None:
             last = loader.last_info.last_in_epoch
-            if start is None:
-                start, process = _data.thread_cpu_seconds(names), time.process_time()
-            else:
-                real += loader.last_info.real_rows
-                if i % 64 == 0 or last:
-                    latest.update(_data.thread_cpu_seconds(names))
+            real += loader.last_info.real_rows if i else 0
+            if i % 64 == 0 or last:
+                cpu.sample()
             if last and real:
-                used = _data.cpu_by_role(start, latest, time.process_time() - process)
-                cpu_roles.append({role: s / real for role, s in used.items()})
+                cpu_roles.append({role: s / real for role, s in cpu.by_role().items()})
         yield {"label": batch["label"][: loader.last_info.real_rows]}
     if rss_peaks is not None:
         rss_peaks.append(peak)

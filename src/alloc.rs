@@ -330,22 +330,11 @@ pub mod spares {
     /// batches. Elsewhere they are freed ([`release`]).
     pub fn idle() {
         #[cfg(target_os = "linux")]
-        {
-            for s in kept().iter() {
-                let start = s.as_ptr() as usize;
-                let page = super::page_size();
-                // Whole pages only: the allocation's first and last may hold other data.
-                let (from, to) = (
-                    start.next_multiple_of(page),
-                    (start + s.bytes()) & !(page - 1),
-                );
-                if to > from {
-                    // SAFETY: advice on whole pages inside this spare's own allocation, which
-                    // nothing reads or writes while it is kept; once reclaimed they read as
-                    // zeros, and every batch writes its memory whole before it is read.
-                    unsafe { libc::madvise(from as *mut libc::c_void, to - from, libc::MADV_FREE) };
-                }
-            }
+        for s in kept().iter() {
+            // SAFETY (the advice's contract): the spare's own allocation, which nothing reads
+            // or writes while it is kept; once reclaimed its pages read as zeros, and every
+            // batch writes its memory whole before it is read.
+            super::advise_inside(s.as_ptr(), s.bytes(), super::page_size(), libc::MADV_FREE);
         }
         #[cfg(not(target_os = "linux"))]
         release();
@@ -377,18 +366,30 @@ pub const HUGE_PAGE_MIN_BYTES: usize = 4 << 20;
 fn advise_huge_pages(ptr: *const u8, bytes: usize) {
     #[cfg(target_os = "linux")]
     if bytes >= HUGE_PAGE_MIN_BYTES {
-        const HUGE: usize = 2 << 20;
-        let start = (ptr as usize).next_multiple_of(HUGE);
-        let end = (ptr as usize + bytes) & !(HUGE - 1);
-        if end > start {
-            // SAFETY: [start, end) lies inside one live allocation of ours; MADV_HUGEPAGE
-            // changes how its pages are backed, never their contents. Failure (THP off, an
-            // old kernel) leaves the pages as they were, so the result is ignored.
-            unsafe { libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE) };
-        }
+        // MADV_HUGEPAGE changes how the pages are backed, never their contents; failure (THP
+        // off, an old kernel) leaves them as they were, so the result is ignored.
+        advise_inside(ptr, bytes, 2 << 20, libc::MADV_HUGEPAGE);
     }
     #[cfg(not(target_os = "linux"))]
     let _ = (ptr, bytes);
+}
+
+/// `madvise(advice)` over the `align`-aligned inside of the allocation `[ptr, ptr + bytes)`
+/// (whole pages only: its first and last may share a page with other data); the call's
+/// result, or 0 when no whole aligned span lies inside.
+///
+/// The caller answers for `advice` being safe on memory it owns: the range is always inside
+/// the allocation.
+#[cfg(target_os = "linux")]
+fn advise_inside(ptr: *const u8, bytes: usize, align: usize, advice: libc::c_int) -> libc::c_int {
+    let start = (ptr as usize).next_multiple_of(align);
+    let end = (ptr as usize + bytes) & !(align - 1);
+    if end <= start {
+        return 0;
+    }
+    // SAFETY: [start, end) lies inside the caller's live allocation; madvise reads no memory
+    // of ours, and what the advice does to the pages is the caller's to allow.
+    unsafe { libc::madvise(start as *mut libc::c_void, end - start, advice) }
 }
 
 /// `len` copies of `fill`: [`try_zeroed`] when `fill` is zero bits, else [`try_filled`].
@@ -550,7 +551,8 @@ mod tests {
             cfg!(target_os = "linux"),
             "kept on Linux, freed elsewhere"
         );
-        if cfg!(target_os = "linux") {
+        #[cfg(target_os = "linux")]
+        {
             let mut again = DenseBatch::<u8>::new(len + 4096, len / 3).unwrap();
             assert_eq!(spares::held().0, kept - 1, "the idle spare was reused");
             assert!(again.row(0).iter().all(|&x| x == 1 || x == 0));
@@ -562,13 +564,11 @@ mod tests {
             // Reclaimed by the kernel (forced here with MADV_PAGEOUT, where the kernel has
             // it), an idle spare reads as zeros, and a batch written into it holds.
             let v = again.into_vec();
-            let (ptr, bytes) = (v.as_ptr() as usize, v.len());
+            let (ptr, bytes) = (v.as_ptr(), v.len());
             spares::give(spares::Spare::from_vec(v).unwrap());
             spares::idle();
-            let (from, to) = (ptr.next_multiple_of(4096), (ptr + bytes) & !4095);
-            // SAFETY: advice on whole pages of the kept spare, which nothing uses meanwhile.
-            let out =
-                unsafe { libc::madvise(from as *mut libc::c_void, to - from, libc::MADV_PAGEOUT) };
+            // The kept spare, which nothing uses meanwhile: pushed out, its pages read as zeros.
+            let out = advise_inside(ptr, bytes, page_size(), libc::MADV_PAGEOUT);
             let mut reclaimed = DenseBatch::<u8>::new(len + 4096, len / 3).unwrap();
             let row = reclaimed.row(1);
             if out == 0 {
