@@ -1,8 +1,12 @@
 """Device feed: a jitted training step fed by the Loader vs the same step on a constant batch.
 
 The constant batch sits on the devices already, so its step time is pure compute; the Loader run
-adds whatever input work the step has to wait for. DESIGN.md's target: <= 5 % slower. Runs
-alternate (constant, loader, constant, ...) and medians are reported. Also samples the process's
+adds whatever input work the step has to wait for. DESIGN.md's target: <= 5 % slower. A third
+run is the floor any feeder meets: a bare thread that places host batches already in memory
+(the Loader's own placement, no reading or parsing) a few ahead of the step. On a GPU each
+placed array costs JAX a fixed ~40 us of host CPU (``bench_put.py``: five tiny arrays cost as
+much as five large ones), which a sub-millisecond step feels even with no loader at all. Runs
+alternate (constant, loader, bare feeder, ...) and medians are reported. Also samples the process's
 peak RSS at the end of every epoch of a long run: it must stay flat (bounded by prefetch depth x
 batch size), not grow with the data read.
 
@@ -16,9 +20,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import queue
 import shlex
 import statistics
 import sys
+import threading
 import time
 
 import _data
@@ -28,6 +34,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 import jaxrec as jr
+from jaxrec._loader.device import to_device
 
 
 def make_step(vocab: int, width: int):
@@ -145,13 +152,54 @@ def main() -> int:
         it.close()
         return dt, ld.stats()["consumer_wait_seconds"]
 
-    const_t, load_t, waits = [], [], []
+    host_batches = [
+        dict(b)
+        for b, _ in zip(
+            jr.Loader(files, spec, args.batch_size, shuffle=True, seed=0, num_epochs=1),
+            range(32),
+            strict=False,
+        )
+    ]
+
+    def run_bare_feeder():
+        ready: queue.Queue = queue.Queue(maxsize=4)  # the Loader's prefetch
+        stop = threading.Event()
+
+        def feed():
+            i = 0
+            while not stop.is_set():
+                placed = to_device(host_batches[i % len(host_batches)], sharding, 1)
+                i += 1
+                while not stop.is_set():
+                    try:
+                        ready.put(placed, timeout=0.1)
+                        break
+                    except queue.Full:
+                        pass
+
+        feeder = threading.Thread(target=feed, daemon=True)
+        feeder.start()
+        try:
+            p, loss = step(params0, ready.get())  # warm-up, as run_loader
+            loss.block_until_ready()
+            t0, queued = time.perf_counter(), InFlight()
+            for _ in range(args.steps):
+                p, loss = step(p, ready.get())
+                queued.add(loss)
+            loss.block_until_ready()
+            return (time.perf_counter() - t0) / args.steps
+        finally:
+            stop.set()
+            feeder.join()  # never leave a thread inside JAX at exit
+
+    const_t, load_t, bare_t, waits = [], [], [], []
     for _ in range(args.repeats):
         const_t.append(run_constant())
         t, w = run_loader()
         load_t.append(t)
         waits.append(w)
-    c, fed = statistics.median(const_t), statistics.median(load_t)
+        bare_t.append(run_bare_feeder())
+    c, fed, bare = (statistics.median(x) for x in (const_t, load_t, bare_t))
 
     # Memory over a long run: RSS at the end of each epoch.
     ld = loader(num_epochs=args.memory_epochs)
@@ -166,6 +214,8 @@ def main() -> int:
         "step_ms_constant": round(c * 1e3, 2),
         "step_ms_loader": round(fed * 1e3, 2),
         "slowdown_pct": round(100 * (fed / c - 1), 1),
+        "step_ms_bare_feeder": round(bare * 1e3, 2),
+        "bare_feeder_slowdown_pct": round(100 * (bare / c - 1), 1),
         "consumer_wait_s_median": round(statistics.median(waits), 3),
         "rss_mib_per_epoch": rss,
         "records_per_epoch": args.records,
@@ -179,6 +229,10 @@ def main() -> int:
         slower = result["slowdown_pct"]
         print(
             f"step fed by jaxrec.Loader:        {result['step_ms_loader']:.2f} ms ({slower:+.1f} %)"
+        )
+        print(
+            f"step fed by a bare feeder thread: {result['step_ms_bare_feeder']:.2f} ms "
+            f"({result['bare_feeder_slowdown_pct']:+.1f} %: the placement alone, the floor)"
         )
         print(f"(medians of {args.repeats} runs, batch {args.batch_size})")
         print(f"peak RSS at each epoch end (MiB): {rss}")

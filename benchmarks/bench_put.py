@@ -1,7 +1,7 @@
 """How to put a batch of several small arrays on a device fastest: an experiment for the feed.
 
 A tokens batch (DESIGN.md W1: tokens [256, 256] int32, lengths, 16 dense floats, label, mask; about
-1.1 MB in 5 arrays) put on the first device, ``--batches`` times, three ways:
+0.28 MB in 5 arrays) put on the first device, ``--batches`` times, several ways:
 
 - ``device_put(dict)``: what the Loader does today, one call for the dict;
 - ``one buffer``: the arrays copied into one byte buffer on the host, one ``device_put``, and a
@@ -10,7 +10,14 @@ A tokens batch (DESIGN.md W1: tokens [256, 256] int32, lengths, 16 dense floats,
 - ``jit identity``: a jitted identity with the batch's shardings, called with the numpy dict (its
   C++ fast path transfers the arguments), and ``jit identity donated``, the same with the
   transferred buffers donated, so the outputs are those buffers (what the Loader does for a
-  sharding on one device).
+  sharding on one device);
+- ``one buffer, jit identity``: the batch's bytes as one array through the jitted identity
+  (what the transfer alone costs with one output instead of five);
+- ``5 tiny arrays, jit donated``: five 8-value arrays the same way (what each output costs
+  whatever its size). On an H200 host (jax 0.11) five tiny arrays cost as much host CPU as the
+  five of the batch (~40 us each), and one buffer of the batch's bytes a third: the cost of a
+  placement is per array, not per byte, and cutting one buffer on the device costs as much again
+  (each output of that program is an array too).
 
 Each way is timed waiting for every batch (latency) and waiting only at the end (throughput,
 what a prefetching feeder sees), with the calling thread's CPU time per batch (Python holding the
@@ -90,12 +97,18 @@ def main() -> int:
     placed = dict.fromkeys(batch, jax.sharding.SingleDeviceSharding(device))
     identity = jax.jit(lambda b: b, in_shardings=(placed,), out_shardings=placed)
     donated = jax.jit(lambda b: b, in_shardings=(placed,), out_shardings=placed, donate_argnums=0)
+    single = jax.sharding.SingleDeviceSharding(device)
+    one = jax.jit(lambda b: b, in_shardings=single, out_shardings=single, donate_argnums=0)
+    buffer = pack(batch)
+    tiny = {k: np.zeros(8, v.dtype) for k, v in batch.items()}
     ways = {
         "device_put(dict)": lambda: jax.device_put(batch, device),
         "one buffer": lambda: unpack(jax.device_put(pack(batch), device)),
         "device_put each": lambda: {k: jax.device_put(v, device) for k, v in batch.items()},
         "jit identity": lambda: identity(batch),
         "jit identity donated": lambda: donated(batch),
+        "one buffer, jit identity": lambda: one(buffer),
+        "5 tiny arrays, jit donated": lambda: donated(tiny),
     }
     for name in ("jit identity", "jit identity donated"):
         got = ways[name]()
@@ -127,7 +140,7 @@ def main() -> int:
     print(f"{device.device_kind}: a {mb:.2f} MB batch of {len(batch)} arrays, per batch:")
     for name, r in results.items():
         print(
-            f"  {name:20} {r['latency_ms']:7.3f} ms waited each   {r['pipelined_ms']:7.3f} ms "
+            f"  {name:26} {r['latency_ms']:7.3f} ms waited each   {r['pipelined_ms']:7.3f} ms "
             f"pipelined ({mb / r['pipelined_ms']:.2f} GB/s)   {r['cpu_us']:6.0f} us CPU"
         )
     return 0
