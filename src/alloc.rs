@@ -197,13 +197,15 @@ impl<T: ZeroBits + Default> DenseBatch<T> {
 /// as the pixels). Decoded batches are written whole, so a spare needs no zeroing. A numpy
 /// array over a decoded batch owns its memory as a [`Spare`] and [`give`]s it back here when it
 /// is freed (`python::parser::BatchMemory`); few are kept ([`MAX_SPARES`], [`MAX_BYTES`]), the
-/// oldest dropped first. A Loader's end calls [`idle`]: the kernel may take the spares' pages
-/// back when it needs memory, and the next Loader reuses what it has not taken; [`release`]
-/// frees them outright.
+/// oldest dropped first. A Loader's start calls [`in_use`] and its end [`idle`]: once no Loader
+/// runs, the kernel may take the spares' pages back when it needs memory (also those of
+/// batches freed after that, such as the consumer's last), and the next Loader reuses what it
+/// has not taken; [`release`] frees them outright.
 pub mod spares {
     use std::alloc::{dealloc, Layout};
     use std::collections::VecDeque;
     use std::ptr::NonNull;
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
     use std::sync::Mutex;
 
     use super::ZeroBits;
@@ -264,6 +266,12 @@ pub mod spares {
     }
 
     static KEPT: Mutex<VecDeque<Spare>> = Mutex::new(VecDeque::new());
+    /// Loaders running: between their [`in_use`] and [`idle`].
+    static RUNNING: AtomicUsize = AtomicUsize::new(0);
+    /// The last running Loader has ended and none started since: a spare given back now (a
+    /// batch the consumer still held at the end, freed later) waits as [`idle`] left the
+    /// others. False before any Loader, so parses outside one keep their spares as they are.
+    static WAITING: AtomicBool = AtomicBool::new(false);
 
     fn kept() -> std::sync::MutexGuard<'static, VecDeque<Spare>> {
         // A panic while the lock was held left nothing half-done: the queue is whole.
@@ -275,6 +283,12 @@ pub mod spares {
     pub fn give(spare: Spare) {
         if spare.bytes() < MIN_BYTES || spare.bytes() > MAX_BYTES {
             return; // dropped: freed as usual
+        }
+        if WAITING.load(Ordering::Acquire) {
+            #[cfg(target_os = "linux")]
+            lazily_free(&spare);
+            #[cfg(not(target_os = "linux"))]
+            return; // freed, as idle() frees the others
         }
         let mut evicted = Vec::new();
         {
@@ -328,16 +342,45 @@ pub mod spares {
     /// Freed at once, every short Loader in a row (an eval loop, a benchmark's passes) paid
     /// fresh, zeroed pages for its first batches: ~5 % of a one-epoch JPEG pass of 16
     /// batches. Elsewhere they are freed ([`release`]).
+    ///
+    /// While another Loader still runs (its [`in_use`] not yet matched), its batches are about
+    /// to reuse the spares, which are left as they are.
     pub fn idle() {
+        let was = RUNNING
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                Some(n.saturating_sub(1))
+            })
+            .unwrap_or(0);
+        if was > 1 {
+            return;
+        }
+        WAITING.store(true, Ordering::Release);
         #[cfg(target_os = "linux")]
         for s in kept().iter() {
-            // SAFETY (the advice's contract): the spare's own allocation, which nothing reads
-            // or writes while it is kept; once reclaimed its pages read as zeros, and every
-            // batch writes its memory whole before it is read.
-            super::advise_inside(s.as_ptr(), s.bytes(), super::page_size(), libc::MADV_FREE);
+            lazily_free(s);
         }
         #[cfg(not(target_os = "linux"))]
         release();
+    }
+
+    /// A Loader starts: the spares serve its batches until its [`idle`].
+    pub fn in_use() {
+        RUNNING.fetch_add(1, Ordering::AcqRel);
+        WAITING.store(false, Ordering::Release);
+    }
+
+    /// Hands `spare`'s pages to the kernel to reclaim when it needs memory (`MADV_FREE`).
+    #[cfg(target_os = "linux")]
+    fn lazily_free(spare: &Spare) {
+        // SAFETY (the advice's contract): the spare's own allocation, which nothing reads or
+        // writes while it is kept; once reclaimed its pages read as zeros, and every batch
+        // writes its memory whole before it is read.
+        super::advise_inside(
+            spare.as_ptr(),
+            spare.bytes(),
+            super::page_size(),
+            libc::MADV_FREE,
+        );
     }
 
     /// How many spares are kept, and their bytes.
@@ -576,6 +619,43 @@ mod tests {
             }
             row.fill(5);
             assert!(reclaimed.row(1).iter().all(|&x| x == 5));
+            // A batch freed after the end (the consumer's last) waits as the others do: its
+            // pages are the kernel's to reclaim too. Once a Loader starts again, a batch it
+            // gives back is kept as it is, for its next batch.
+            let v = reclaimed.into_vec();
+            let given_back = |fill: u8| {
+                let mut v = vec![fill; len + 4096];
+                let (ptr, bytes) = (v.as_mut_ptr(), v.len());
+                spares::give(spares::Spare::from_vec(v).unwrap());
+                let out = advise_inside(ptr, bytes, page_size(), libc::MADV_PAGEOUT);
+                let back = spares::take::<u8>(len + 4096).unwrap();
+                // The advice covers the whole pages inside the allocation.
+                let start = (ptr as usize).next_multiple_of(page_size()) - ptr as usize;
+                let end = (ptr as usize + bytes) / page_size() * page_size() - ptr as usize;
+                let inside = &back[start..end];
+                (
+                    out,
+                    inside.iter().all(|&x| x == 0),
+                    back.iter().all(|&x| x == fill),
+                )
+            };
+            drop(v);
+            let (out, zeros, _) = given_back(3);
+            if out == 0 {
+                assert!(
+                    zeros,
+                    "a batch given back after the end was not lazily freed"
+                );
+            }
+            spares::in_use();
+            let (_, _, kept) = given_back(4);
+            assert!(kept, "a running Loader's spare lost its pages");
+            // Of two Loaders, the first to end leaves the other's spares as they are.
+            spares::in_use();
+            spares::idle();
+            let (_, _, kept) = given_back(6);
+            assert!(kept, "a Loader's end took the pages of one still running");
+            spares::idle();
         }
         spares::release();
         assert_eq!(spares::held(), (0, 0));

@@ -24,6 +24,7 @@ __all__ = [
     "masked_crc32c",
     "spare_batches",
     "release_spare_batches",
+    "use_spare_batches",
     "idle_spare_batches",
     "name_thread",
     "Chunk",
@@ -210,8 +211,11 @@ def spare_batches() -> tuple[int, int]:
 def release_spare_batches() -> None:
     """Frees the decoded batches' memory kept for reuse."""
 
+def use_spare_batches() -> None:
+    """A Loader starts: the kept batches' memory serves it until its `idle_spare_batches`."""
+
 def idle_spare_batches() -> None:
-    """Lets the kernel reclaim the kept batches' pages when it needs memory (a Loader's end)."""
+    """A Loader ends: once none runs, the kernel may take the kept batches' pages when needed."""
 
 @final
 class BatchMemory:

@@ -139,8 +139,16 @@ pub(super) fn release_spare_batches() {
     spares::release();
 }
 
-/// Lets the kernel reclaim the spare batches' pages when it needs memory, keeping them for a
-/// later Loader otherwise (a Loader does at its end; see `alloc::spares::idle`).
+/// A Loader starts: the spare batches serve it until its `idle_spare_batches` (see
+/// `alloc::spares::in_use`).
+#[pyfunction]
+pub(super) fn use_spare_batches() {
+    spares::in_use();
+}
+
+/// A Loader ends: once none runs, the kernel may reclaim the spare batches' pages (and those of
+/// batches freed later) when it needs memory; a later Loader reuses what it has not taken (see
+/// `alloc::spares::idle`).
 #[pyfunction]
 pub(super) fn idle_spare_batches() {
     spares::idle();

@@ -157,3 +157,51 @@ def test_a_loader_whose_consumer_writes_into_its_batches_gets_exact_batches(tmp_
         with open(rollup) as f:
             lazy = next(int(line.split()[1]) << 10 for line in f if line.startswith("LazyFree:"))
         assert lazy >= 48 * 192 * 192 * 3, f"no batch's pages were handed back ({lazy} bytes)"
+
+
+def _page_out(address: int, nbytes: int) -> bytes | None:
+    """The bytes of ``[address, address + nbytes)``'s whole pages after the kernel was asked to
+    page them out (``MADV_PAGEOUT``): zeros where they were lazily freed (``MADV_FREE``), as
+    they were otherwise. None where the kernel has no such advice (not Linux, before 5.4)."""
+    import ctypes
+
+    if not os.path.exists(f"/proc/{os.getpid()}/smaps"):
+        return None
+    page = os.sysconf("SC_PAGESIZE")
+    start = -(-address // page) * page
+    end = (address + nbytes) // page * page
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    if libc.madvise(start, end - start, 21) != 0:  # MADV_PAGEOUT
+        return None
+    return ctypes.string_at(start, end - start)
+
+
+def test_the_consumers_last_batch_freed_after_the_end_is_the_kernels_to_reclaim(tmp_path):
+    # The consumer still holds its last batch when the Loader ends; freed later, its memory is
+    # kept for the next Loader like the others and, on Linux, handed to the kernel to take back
+    # when it needs memory (MADV_FREE) like the others, not held as plain memory. Forced out,
+    # such pages read as zeros (a quarter of the pixels at least are not); unadvised pages keep
+    # the pixels.
+    rng = np.random.default_rng(4)
+    path = tmp_path / "images.tfrecord"
+    with jr.TFRecordWriter(path) as w:
+        for _ in range(64):
+            w.write(jr.encode_example({"image": jr.encode_jpeg(_photo(rng, 200, 200))}))
+    spec = {"image": jr.Image((192, 192, 3), resize="crop_or_pad")}
+    last = None
+    for batch in jr.Loader(path, spec, 48, num_epochs=2, num_threads=2):  # 5.3 MB batches
+        last = batch
+    image = last["image"]
+    assert isinstance(image.base, _native.BatchMemory)
+    assert np.count_nonzero(image) > image.size // 4
+    address, nbytes = image.ctypes.data, image.nbytes
+    gc.collect()
+    count, _ = _native.spare_batches()
+    del batch, last, image
+    gc.collect()
+    assert _native.spare_batches()[0] == min(count + 1, 4), "the last batch was not kept"
+    # The spare is kept, so its memory is still mapped (the queue owns it).
+    after = _page_out(address, nbytes)
+    if after is not None:
+        assert after.count(0) == len(after), "the last batch's memory was not lazily freed"

@@ -244,6 +244,7 @@ class Pipeline:
         self.spec = spec
         self._stop = threading.Event()
         self._stopped = False
+        self._using_spares = False  # counted as a running Loader by the batch memory
         self.pool = concurrent.futures.ThreadPoolExecutor(
             spec.num_threads, thread_name_prefix="jaxrec-worker", initializer=_name_os_thread
         )
@@ -273,6 +274,9 @@ class Pipeline:
         for t in self.threads:
             t.daemon = True
             t.start()
+        # The decoded batches' kept memory serves this run until stop() (see there).
+        _native.use_spare_batches()
+        self._using_spares = True
 
     # Queue helpers that give up when the run is stopped (so nothing blocks forever).
     def _put(self, q: _Handoff, item: Any, ahead: int = 0) -> bool:
@@ -458,7 +462,8 @@ class Pipeline:
     def stop(self) -> None:
         """Stops the threads, waits for them, closes the files, drops queued batches (idempotent).
 
-        The decoded batches' memory kept for reuse stays, reclaimable by the kernel (see below).
+        The decoded batches' memory kept for reuse stays, reclaimable by the kernel once no
+        Loader runs (see below).
         """
         if self._stopped:
             return
@@ -482,10 +487,13 @@ class Pipeline:
         if self.parses is not None:
             self.parses.close()
         # Drop queued batches (and with them the chunks they reference). The decoded batches'
-        # memory kept for reuse stays for the next Loader, but the kernel may take its pages
-        # back whenever it needs memory (MADV_FREE; other systems free it now).
+        # memory kept for reuse stays for the next Loader, but once no Loader runs the kernel
+        # may take its pages back whenever it needs memory, also those of batches the consumer
+        # frees later (MADV_FREE; other systems free it now).
         self.inflight.clear()
         self.out.clear()
-        _native.idle_spare_batches()
+        if self._using_spares:
+            self._using_spares = False
+            _native.idle_spare_batches()
         with _live_lock:
             _live.discard(self)
