@@ -1,13 +1,15 @@
 """Device feed: a jitted training step fed by the Loader vs the same step on a constant batch.
 
 The constant batch sits on the devices already, so its step time is pure compute; the Loader run
-adds whatever input work the step has to wait for. DESIGN.md's target: <= 5 % slower. A third
-run is the floor any feeder meets: a bare thread that places host batches already in memory
-(the Loader's own placement, no reading or parsing) a few ahead of the step. On a GPU each
-placed array costs JAX a fixed ~40 us of host CPU (``bench_put.py``: five tiny arrays cost as
-much as five large ones), which a sub-millisecond step feels even with no loader at all. Runs
-alternate (constant, loader, bare feeder, ...) and medians are reported. Also samples the process's
-peak RSS at the end of every epoch of a long run: it must stay flat (bounded by prefetch depth x
+adds whatever input work the step has to wait for. DESIGN.md's target: <= 5 % slower. Two more
+runs split that up: a bare thread placing host batches already in memory (the Loader's own
+placement, no reading or parsing) a few ahead of the step, the floor any feeder meets; and the
+same thread placing a numpy Loader's batches as they come (the Loader's reading and parsing
+added, its feeder thread and handoffs not). On a GPU each placed array costs JAX a fixed ~40 us
+of host CPU (``bench_put.py``: five tiny arrays cost as much as five large ones), which a
+sub-millisecond step feels even with no loader at all. Runs alternate (constant, Loader, bare
+feeder, numpy Loader + bare feeder, ...); medians are reported. Also samples the process's peak
+RSS at the end of every epoch of a long run: it must stay flat (bounded by prefetch depth x
 batch size), not grow with the data read.
 
     python benchmarks/bench_device_feed.py --threads 2 --steps 150
@@ -161,21 +163,35 @@ def main() -> int:
         )
     ]
 
-    def run_bare_feeder():
+    def in_memory():
+        while True:
+            yield from host_batches
+
+    def numpy_loader():
+        return iter(
+            jr.Loader(files, spec, args.batch_size, shuffle=True, seed=0, num_threads=args.threads)
+        )
+
+    def run_bare_feeder(source):
+        """The step fed by a plain thread placing ``source()``'s host batches, 4 ahead."""
         ready: queue.Queue = queue.Queue(maxsize=4)  # the Loader's prefetch
         stop = threading.Event()
 
         def feed():
-            i = 0
-            while not stop.is_set():
-                placed = to_device(host_batches[i % len(host_batches)], sharding, 1)
-                i += 1
-                while not stop.is_set():
-                    try:
-                        ready.put(placed, timeout=0.1)
-                        break
-                    except queue.Full:
-                        pass
+            batches = source()
+            try:
+                for host in batches:
+                    placed = to_device(host, sharding, 1)
+                    while not stop.is_set():
+                        try:
+                            ready.put(placed, timeout=0.1)
+                            break
+                        except queue.Full:
+                            pass
+                    if stop.is_set():
+                        return
+            finally:
+                batches.close()  # a Loader's threads stop with it
 
         feeder = threading.Thread(target=feed, daemon=True)
         feeder.start()
@@ -192,14 +208,15 @@ def main() -> int:
             stop.set()
             feeder.join()  # never leave a thread inside JAX at exit
 
-    const_t, load_t, bare_t, waits = [], [], [], []
+    const_t, load_t, bare_t, split_t, waits = [], [], [], [], []
     for _ in range(args.repeats):
         const_t.append(run_constant())
         t, w = run_loader()
         load_t.append(t)
         waits.append(w)
-        bare_t.append(run_bare_feeder())
-    c, fed, bare = (statistics.median(x) for x in (const_t, load_t, bare_t))
+        bare_t.append(run_bare_feeder(in_memory))
+        split_t.append(run_bare_feeder(numpy_loader))
+    c, fed, bare, split = (statistics.median(x) for x in (const_t, load_t, bare_t, split_t))
 
     # Memory over a long run: RSS at the end of each epoch.
     ld = loader(num_epochs=args.memory_epochs)
@@ -216,6 +233,8 @@ def main() -> int:
         "slowdown_pct": round(100 * (fed / c - 1), 1),
         "step_ms_bare_feeder": round(bare * 1e3, 2),
         "bare_feeder_slowdown_pct": round(100 * (bare / c - 1), 1),
+        "step_ms_numpy_loader_bare_feeder": round(split * 1e3, 2),
+        "numpy_loader_bare_feeder_slowdown_pct": round(100 * (split / c - 1), 1),
         "consumer_wait_s_median": round(statistics.median(waits), 3),
         "rss_mib_per_epoch": rss,
         "records_per_epoch": args.records,
@@ -233,6 +252,12 @@ def main() -> int:
         print(
             f"step fed by a bare feeder thread: {result['step_ms_bare_feeder']:.2f} ms "
             f"({result['bare_feeder_slowdown_pct']:+.1f} %: the placement alone, the floor)"
+        )
+        print(
+            "... placing a numpy Loader's batches:  "
+            f"{result['step_ms_numpy_loader_bare_feeder']:.2f} ms "
+            f"({result['numpy_loader_bare_feeder_slowdown_pct']:+.1f} %: the Loader's reading "
+            "and parsing added, not its feeder)"
         )
         print(f"(medians of {args.repeats} runs, batch {args.batch_size})")
         print(f"peak RSS at each epoch end (MiB): {rss}")
