@@ -346,25 +346,29 @@ pub mod spares {
     /// While another Loader still runs (its [`in_use`] not yet matched), its batches are about
     /// to reuse the spares, which are left as they are.
     pub fn idle() {
-        let was = RUNNING
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-                Some(n.saturating_sub(1))
-            })
-            .unwrap_or(0);
+        // Counted under the queue's lock, as in `in_use`, so that a Loader starting meanwhile
+        // cannot be left running with WAITING set.
+        let q = kept();
+        let was = RUNNING.load(Ordering::Acquire);
+        RUNNING.store(was.saturating_sub(1), Ordering::Release);
         if was > 1 {
             return;
         }
         WAITING.store(true, Ordering::Release);
         #[cfg(target_os = "linux")]
-        for s in kept().iter() {
+        for s in q.iter() {
             lazily_free(s);
         }
         #[cfg(not(target_os = "linux"))]
-        release();
+        {
+            drop(q);
+            release();
+        }
     }
 
     /// A Loader starts: the spares serve its batches until its [`idle`].
     pub fn in_use() {
+        let _q = kept();
         RUNNING.fetch_add(1, Ordering::AcqRel);
         WAITING.store(false, Ordering::Release);
     }
