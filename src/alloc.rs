@@ -619,7 +619,12 @@ mod tests {
             let mut reclaimed = DenseBatch::<u8>::new(len + 4096, len / 3).unwrap();
             let row = reclaimed.row(1);
             if out == 0 {
-                assert!(row.iter().all(|&x| x == 0), "reclaimed pages read as zeros");
+                // (But for a few pages another CPU may not have marked yet: see below.)
+                let left = row.iter().filter(|&&x| x != 0).count();
+                assert!(
+                    left <= 32 * 4096,
+                    "reclaimed pages read as zeros ({left} bytes not)"
+                );
             }
             row.fill(5);
             assert!(reclaimed.row(1).iter().all(|&x| x == 5));
@@ -636,12 +641,11 @@ mod tests {
                 // The advice covers the whole pages inside the allocation.
                 let start = (ptr as usize).next_multiple_of(page_size()) - ptr as usize;
                 let end = (ptr as usize + bytes) / page_size() * page_size() - ptr as usize;
-                let inside = &back[start..end];
-                (
-                    out,
-                    inside.iter().all(|&x| x == 0),
-                    back.iter().all(|&x| x == fill),
-                )
+                // A few pages may still sit in another CPU's batch of folios to mark lazily
+                // freed when the kernel pages them out, and are not reclaimed then (15 at most
+                // per CPU); every other page must have been.
+                let left = back[start..end].iter().filter(|&&x| x != 0).count();
+                (out, left <= 32 * 4096, back.iter().all(|&x| x == fill))
             };
             drop(v);
             let (out, zeros, _) = given_back(3);
