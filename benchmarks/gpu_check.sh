@@ -7,9 +7,10 @@
 #
 # Prints, and writes to OUT_DIR, most important first (a lease may end early): the devices, a
 # correctness check (Loader batches on the device == the same Loader's numpy batches),
-# bench_device_feed (a jitted step fed by the Loader vs a constant batch), bench_transfer
-# (device_put's ceiling vs the Loader), the demo, and examples/pretrain_packed.py (a causal LM on
-# packed rows: step time fed by the Loader vs a constant batch).
+# bench_device_feed (a jitted step fed by the Loader vs a constant batch, and by bare feeder
+# threads: the floor), bench_transfer (device_put's ceiling vs the Loader), bench_put (what one
+# placement costs, per array), the demo, and examples/pretrain_packed.py (a causal LM on packed
+# rows: step time fed by the Loader vs a constant batch).
 set -uo pipefail
 OUT_DIR="${1:-${OUT:-/tmp/jaxrec-gpu-check}}"
 mkdir -p "$OUT_DIR"
@@ -58,6 +59,9 @@ for threads in ${THREADS:-2 8}; do
     timeout 240 python3 bench_transfer.py --threads "$threads" --records 100000 --data-dir /tmp/jaxrec-bench 2>&1 \
         | tail -8 | tee -a "$OUT_DIR/transfer.txt"
 done
+
+echo "== bench_put" | tee "$OUT_DIR/put.txt"
+timeout 120 python3 bench_put.py 2>&1 | grep -v Warning | tail -9 | tee -a "$OUT_DIR/put.txt"
 
 cd /tmp
 echo "== demo" | tee "$OUT_DIR/demo.txt"
