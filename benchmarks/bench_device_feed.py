@@ -129,30 +129,28 @@ def main() -> int:
     params, loss = step(params0, constant)  # compile
     loss.block_until_ready()
 
-    def run_constant():
-        p, queued = params0, InFlight()
-        t0 = time.perf_counter()
+    def step_seconds(next_batch):
+        """Seconds per step over ``--steps`` steps, each on ``next_batch()``, after one untimed
+        step (a feeder's threads started, its first batch ready)."""
+        p, loss = step(params0, next_batch())
+        loss.block_until_ready()
+        t0, queued = time.perf_counter(), InFlight()
         for _ in range(args.steps):
-            p, loss = step(p, constant)
+            p, loss = step(p, next_batch())
             queued.add(loss)
         loss.block_until_ready()
         return (time.perf_counter() - t0) / args.steps
 
+    def run_constant():
+        return step_seconds(lambda: constant)
+
     def run_loader():
-        p = params0
         ld = loader()
         it = iter(ld)
-        p, loss = step(p, next(it))  # warm-up: threads started, first batch ready
-        loss.block_until_ready()
-        t0 = time.perf_counter()
-        queued = InFlight()
-        for _, batch in zip(range(args.steps), it, strict=False):
-            p, loss = step(p, batch)
-            queued.add(loss)
-        loss.block_until_ready()
-        dt = (time.perf_counter() - t0) / args.steps
-        it.close()
-        return dt, ld.stats()["consumer_wait_seconds"]
+        try:
+            return step_seconds(lambda: next(it)), ld.stats()["consumer_wait_seconds"]
+        finally:
+            it.close()
 
     host_batches = [
         dict(b)
@@ -196,14 +194,7 @@ def main() -> int:
         feeder = threading.Thread(target=feed, daemon=True)
         feeder.start()
         try:
-            p, loss = step(params0, ready.get())  # warm-up, as run_loader
-            loss.block_until_ready()
-            t0, queued = time.perf_counter(), InFlight()
-            for _ in range(args.steps):
-                p, loss = step(p, ready.get())
-                queued.add(loss)
-            loss.block_until_ready()
-            return (time.perf_counter() - t0) / args.steps
+            return step_seconds(ready.get)
         finally:
             stop.set()
             feeder.join()  # never leave a thread inside JAX at exit

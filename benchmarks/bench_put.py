@@ -3,7 +3,8 @@
 A tokens batch (DESIGN.md W1: tokens [256, 256] int32, lengths, 16 dense floats, label, mask; about
 0.28 MB in 5 arrays) put on the first device, ``--batches`` times, several ways:
 
-- ``device_put(dict)``: what the Loader does today, one call for the dict;
+- ``device_put(dict)``: one call for the dict (what the Loader does for a sharding over several
+  devices);
 - ``one buffer``: the arrays copied into one byte buffer on the host, one ``device_put``, and a
   jitted function that cuts it back into the arrays on the device (bitcasts, no copies);
 - ``device_put each``: one call per array;

@@ -205,7 +205,6 @@ pub mod spares {
     use std::alloc::{dealloc, Layout};
     use std::collections::VecDeque;
     use std::ptr::NonNull;
-    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
     use std::sync::Mutex;
 
     use super::ZeroBits;
@@ -265,16 +264,27 @@ pub mod spares {
         }
     }
 
-    static KEPT: Mutex<VecDeque<Spare>> = Mutex::new(VecDeque::new());
-    /// Loaders running: between their [`in_use`] and [`idle`].
-    static RUNNING: AtomicUsize = AtomicUsize::new(0);
-    /// The last running Loader has ended and none started since: a spare given back now (a
-    /// batch the consumer still held at the end, freed later) waits as [`idle`] left the
-    /// others. False before any Loader, so parses outside one keep their spares as they are.
-    static WAITING: AtomicBool = AtomicBool::new(false);
+    /// The spares, and whether the Loaders that reuse them run: one lock for both, so that a
+    /// Loader starting while another ends sees one or the other state, never half of each.
+    struct Kept {
+        spares: VecDeque<Spare>,
+        /// Loaders running: between their [`in_use`] and [`idle`].
+        running: usize,
+        /// The last running Loader has ended and none started since: a spare given back now
+        /// (a batch the consumer still held at the end, freed later) waits as [`idle`] left
+        /// the others. False before any Loader, so parses outside one keep their spares as
+        /// they are.
+        waiting: bool,
+    }
 
-    fn kept() -> std::sync::MutexGuard<'static, VecDeque<Spare>> {
-        // A panic while the lock was held left nothing half-done: the queue is whole.
+    static KEPT: Mutex<Kept> = Mutex::new(Kept {
+        spares: VecDeque::new(),
+        running: 0,
+        waiting: false,
+    });
+
+    fn kept() -> std::sync::MutexGuard<'static, Kept> {
+        // A panic while the lock was held left nothing half-done: the state is whole.
         KEPT.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -284,15 +294,19 @@ pub mod spares {
         if spare.bytes() < MIN_BYTES || spare.bytes() > MAX_BYTES {
             return; // dropped: freed as usual
         }
-        if WAITING.load(Ordering::Acquire) {
-            #[cfg(target_os = "linux")]
-            lazily_free(&spare);
-            #[cfg(not(target_os = "linux"))]
-            return; // freed, as idle() frees the others
-        }
         let mut evicted = Vec::new();
         {
-            let mut q = kept();
+            let mut k = kept();
+            if k.waiting {
+                #[cfg(target_os = "linux")]
+                lazily_free(&spare);
+                #[cfg(not(target_os = "linux"))]
+                {
+                    drop(k);
+                    return; // freed, as idle() frees the others
+                }
+            }
+            let q = &mut k.spares;
             q.push_back(spare);
             let mut bytes: usize = q.iter().map(Spare::bytes).sum();
             while q.len() > MAX_SPARES || bytes > MAX_BYTES {
@@ -317,7 +331,7 @@ pub mod spares {
             return None;
         }
         let spare = {
-            let mut q = kept();
+            let q = &mut kept().spares;
             let at = q.iter().rposition(|s| s.layout == layout)?;
             q.remove(at)?
         };
@@ -331,7 +345,7 @@ pub mod spares {
 
     /// Frees every kept spare.
     pub fn release() {
-        let all: Vec<Spare> = kept().drain(..).collect();
+        let all: Vec<Spare> = kept().spares.drain(..).collect();
         drop(all);
     }
 
@@ -346,31 +360,28 @@ pub mod spares {
     /// While another Loader still runs (its [`in_use`] not yet matched), its batches are about
     /// to reuse the spares, which are left as they are.
     pub fn idle() {
-        // Counted under the queue's lock, as in `in_use`, so that a Loader starting meanwhile
-        // cannot be left running with WAITING set.
-        let q = kept();
-        let was = RUNNING.load(Ordering::Acquire);
-        RUNNING.store(was.saturating_sub(1), Ordering::Release);
-        if was > 1 {
+        let mut k = kept();
+        k.running = k.running.saturating_sub(1);
+        if k.running > 0 {
             return;
         }
-        WAITING.store(true, Ordering::Release);
+        k.waiting = true;
         #[cfg(target_os = "linux")]
-        for s in q.iter() {
+        for s in &k.spares {
             lazily_free(s);
         }
         #[cfg(not(target_os = "linux"))]
         {
-            drop(q);
+            drop(k);
             release();
         }
     }
 
     /// A Loader starts: the spares serve its batches until its [`idle`].
     pub fn in_use() {
-        let _q = kept();
-        RUNNING.fetch_add(1, Ordering::AcqRel);
-        WAITING.store(false, Ordering::Release);
+        let mut k = kept();
+        k.running += 1;
+        k.waiting = false;
     }
 
     /// Hands `spare`'s pages to the kernel to reclaim when it needs memory (`MADV_FREE`).
@@ -389,7 +400,7 @@ pub mod spares {
 
     /// How many spares are kept, and their bytes.
     pub fn held() -> (usize, usize) {
-        let q = kept();
+        let q = &kept().spares;
         (q.len(), q.iter().map(Spare::bytes).sum())
     }
 }
@@ -429,14 +440,22 @@ fn advise_huge_pages(ptr: *const u8, bytes: usize) {
 /// the allocation.
 #[cfg(target_os = "linux")]
 fn advise_inside(ptr: *const u8, bytes: usize, align: usize, advice: libc::c_int) -> libc::c_int {
-    let start = (ptr as usize).next_multiple_of(align);
-    let end = (ptr as usize + bytes) & !(align - 1);
-    if end <= start {
+    let inside = aligned_inside(ptr, bytes, align);
+    if inside.is_empty() {
         return 0;
     }
-    // SAFETY: [start, end) lies inside the caller's live allocation; madvise reads no memory
-    // of ours, and what the advice does to the pages is the caller's to allow.
-    unsafe { libc::madvise(start as *mut libc::c_void, end - start, advice) }
+    // SAFETY: the range lies inside the caller's live allocation; madvise reads no memory of
+    // ours, and what the advice does to the pages is the caller's to allow.
+    unsafe { libc::madvise(inside.start as *mut libc::c_void, inside.len(), advice) }
+}
+
+/// The addresses of the `align`-aligned whole spans inside `[ptr, ptr + bytes)` (empty when
+/// there is none): what [`advise_inside`] advises.
+#[cfg(target_os = "linux")]
+fn aligned_inside(ptr: *const u8, bytes: usize, align: usize) -> std::ops::Range<usize> {
+    let start = (ptr as usize).next_multiple_of(align);
+    let end = ((ptr as usize + bytes) & !(align - 1)).max(start);
+    start..end
 }
 
 /// `len` copies of `fill`: [`try_zeroed`] when `fill` is zero bits, else [`try_filled`].
@@ -639,8 +658,8 @@ mod tests {
                 let out = advise_inside(ptr, bytes, page_size(), libc::MADV_PAGEOUT);
                 let back = spares::take::<u8>(len + 4096).unwrap();
                 // The advice covers the whole pages inside the allocation.
-                let start = (ptr as usize).next_multiple_of(page_size()) - ptr as usize;
-                let end = (ptr as usize + bytes) / page_size() * page_size() - ptr as usize;
+                let inside = aligned_inside(ptr, bytes, page_size());
+                let (start, end) = (inside.start - ptr as usize, inside.end - ptr as usize);
                 // A few pages may still sit in another CPU's batch of folios to mark lazily
                 // freed when the kernel pages them out, and are not reclaimed then (15 at most
                 // per CPU); every other page must have been.

@@ -244,7 +244,6 @@ class Pipeline:
         self.spec = spec
         self._stop = threading.Event()
         self._stopped = False
-        self._using_spares = False  # counted as a running Loader by the batch memory
         self.pool = concurrent.futures.ThreadPoolExecutor(
             spec.num_threads, thread_name_prefix="jaxrec-worker", initializer=_name_os_thread
         )
@@ -270,13 +269,14 @@ class Pipeline:
                     target=self._guard, args=(self._feed, self.out), name="jaxrec-feeder"
                 )
             )
+        # A running Loader for the decoded batches' kept memory until stop() (see there). Should
+        # a thread fail to start below, the count may stay one high: the kept memory is then
+        # not handed to the kernel lazily at the end, nothing worse.
+        _native.use_spare_batches()
         _register(self)
         for t in self.threads:
             t.daemon = True
             t.start()
-        # The decoded batches' kept memory serves this run until stop() (see there).
-        _native.use_spare_batches()
-        self._using_spares = True
 
     # Queue helpers that give up when the run is stopped (so nothing blocks forever).
     def _put(self, q: _Handoff, item: Any, ahead: int = 0) -> bool:
@@ -492,8 +492,6 @@ class Pipeline:
         # frees later (MADV_FREE; other systems free it now).
         self.inflight.clear()
         self.out.clear()
-        if self._using_spares:
-            self._using_spares = False
-            _native.idle_spare_batches()
+        _native.idle_spare_batches()
         with _live_lock:
             _live.discard(self)
