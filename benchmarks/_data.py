@@ -49,7 +49,7 @@ class LoaderCpu:
     planner, once it has planned the last batch) keeps its last sample.
     """
 
-    ROLES = {"jaxrec-parse": "parse", "jaxrec-worker": "read pool", "jaxrec-planner": "planner"}
+    ROLES = {"jaxrec-parse": "read+parse", "jaxrec-worker": "pool", "jaxrec-planner": "planner"}
 
     def __init__(self) -> None:
         self._names: dict[int, str] = {}
@@ -66,12 +66,13 @@ class LoaderCpu:
             self._latest.update(now)
 
     def by_role(self) -> dict[str, float]:
-        """CPU seconds from the first sample to the latest: ``parse`` (native parse threads),
-        ``read pool`` (reads, and transforms), ``planner``, ``consumer`` (the main thread), and
+        """CPU seconds from the first sample to the latest: ``read+parse`` (the native threads
+        that read the files and parse the batches), ``pool`` (transforms, and reads of files
+        behind URLs), ``planner``, ``consumer`` (the main thread), and
         ``other``: the rest of the process's CPU over the same time (other threads, and what a
         thread used after its last sample).
         """
-        roles = {"parse": 0.0, "read pool": 0.0, "planner": 0.0, "consumer": 0.0}
+        roles = {"read+parse": 0.0, "pool": 0.0, "planner": 0.0, "consumer": 0.0}
         start = self._start or {}
         for tid, seconds in self._latest.items():
             role = self._role(tid)

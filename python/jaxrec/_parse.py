@@ -427,6 +427,11 @@ class RowsQueue:
             self._form = parser._batch_form(batcher.template, batcher.batch_size, batcher.mask_key)
         self._queue = _native.ParseQueue(parser._native, threads, self._form)
 
+    @property
+    def native(self) -> _native.ParseQueue:
+        """The native queue, whose threads also run the Loader's reads (``submit_read``)."""
+        return self._queue
+
     def submit(self, chunks: list[_native.Chunk], which: np.ndarray, rows: np.ndarray) -> tuple:
         """Queues the batch whose row ``i`` is record ``rows[i]`` of ``chunks[which[i]]``.
 
@@ -467,9 +472,9 @@ class RowsQueue:
             out = self._batcher.finish(out, len(rows))
         return out, seconds
 
-    def close(self) -> None:
-        """Drops queued batches and stops the threads."""
-        self._queue.close()
+    def close(self, wait: bool = True) -> None:
+        """Drops queued batches and stops the threads (``wait``: joins them)."""
+        self._queue.close(wait)
 
 
 def _in_batch(row: int) -> tuple[None, int, None]:

@@ -15,7 +15,16 @@
 //!                                           were padded on the parse thread and come back
 //!                                           as the Loader's finished batch; see finish.rs)
 //! close()                                  (drops what is queued, joins the threads)
+//!
+//! submit_read(reader, skip, max_records, block_bytes) -> ticket
+//! read_result(ticket, timeout)             (the chunk, or None at the stream's end)
+//! forget_read(ticket)                      (a read nobody will take: dropped when done)
 //! ```
+//!
+//! The same threads read the Loader's files: a read job frames the next block of a file into
+//! a chunk, and is taken before any parse (the planner waits on reads; parses wait only on the
+//! planner). So a Loader of `threads` threads reads and parses on `threads` threads, not on a
+//! Python pool of as many threads beside them (`num_threads=1` used 1.7 cores).
 //!
 //! Which records form a batch, and in which order batches are taken, is the caller's: the
 //! queue adds no ordering of its own, so nothing depends on which thread parsed what.
@@ -32,7 +41,7 @@ use pyo3::types::{PyDict, PyList};
 
 use super::finish::{BatchForm, FormArg};
 use super::parser::{pick_location, picks, ExampleParser, Parsed};
-use super::records::Chunk;
+use super::records::{Chunk, RecordReader};
 use crate::error::{Error, Result};
 use crate::parse::ParsedBatch;
 
@@ -53,14 +62,42 @@ struct Done {
     seconds: f64,
 }
 
+/// One block of a file to read: `skip` records framed past, then a chunk of up to
+/// `max_records` records from a block of about `block_bytes` (see
+/// [`RecordReader::skip_then_read`]).
+struct ReadJob {
+    ticket: u64,
+    reader: Py<RecordReader>,
+    skip: u64,
+    max_records: usize,
+    block_bytes: usize,
+}
+
+/// A finished read, waiting for its ticket to be asked for.
+struct ReadDone {
+    chunk: Result<Option<Chunk>>,
+    seconds: f64,
+}
+
 #[derive(Default)]
 struct State {
     todo: VecDeque<Job>,
     done: HashMap<u64, Done>,
     /// Tickets handed out and not yet taken back by `result`.
     open: HashSet<u64>,
+    /// Read jobs, taken before any parse.
+    reads: VecDeque<ReadJob>,
+    read_done: HashMap<u64, ReadDone>,
+    /// Read tickets handed out and neither taken back by `read_result` nor forgotten.
+    read_open: HashSet<u64>,
     next_ticket: u64,
     closed: bool,
+}
+
+/// What a queue thread does next.
+enum Task {
+    Parse(Job),
+    Read(ReadJob),
 }
 
 struct Shared {
@@ -84,18 +121,32 @@ impl Shared {
     }
 
     /// Closes the queue and wakes every waiter; returns what was queued and finished, for the
-    /// caller to drop (with the GIL, where it has it: they hold chunk references).
-    fn shut(&self) -> (VecDeque<Job>, HashMap<u64, Done>) {
+    /// caller to drop (with the GIL, where it has it: they hold chunk and reader references).
+    fn shut(&self) -> Left {
         let mut st = self.lock();
         st.closed = true;
         st.open.clear();
-        let left = (std::mem::take(&mut st.todo), std::mem::take(&mut st.done));
+        st.read_open.clear();
+        let left = (
+            std::mem::take(&mut st.todo),
+            std::mem::take(&mut st.done),
+            std::mem::take(&mut st.reads),
+            std::mem::take(&mut st.read_done),
+        );
         drop(st);
         self.work.notify_all();
         self.finished.notify_all();
         left
     }
 }
+
+/// What a closed queue still held, dropped by whoever closed it.
+type Left = (
+    VecDeque<Job>,
+    HashMap<u64, Done>,
+    VecDeque<ReadJob>,
+    HashMap<u64, ReadDone>,
+);
 
 /// Parses one job. The result borrows the records from the job's chunks and the defaults
 /// from the parser's spec; it is stored with the chunks' references (see [`Done`]).
@@ -128,19 +179,29 @@ fn parse_job(
 fn work(shared: Arc<Shared>) {
     let parser = shared.parser.get();
     loop {
-        let job = {
+        let task = {
             let mut st = shared.lock();
             loop {
                 if st.closed {
                     return;
                 }
+                if let Some(read) = st.reads.pop_front() {
+                    break Task::Read(read);
+                }
                 if let Some(job) = st.todo.pop_front() {
-                    break job;
+                    break Task::Parse(job);
                 }
                 st = shared
                     .work
                     .wait(st)
                     .unwrap_or_else(std::sync::PoisonError::into_inner);
+            }
+        };
+        let job = match task {
+            Task::Parse(job) => job,
+            Task::Read(read) => {
+                read_job(&shared, read);
+                continue;
             }
         };
         let t0 = Instant::now();
@@ -167,6 +228,30 @@ fn work(shared: Arc<Shared>) {
     }
 }
 
+/// Runs one read job and leaves its chunk for its ticket (or drops it, if forgotten).
+fn read_job(shared: &Shared, read: ReadJob) {
+    let t0 = Instant::now();
+    let chunk = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        read.reader
+            .get()
+            .skip_then_read(read.skip, read.max_records, read.block_bytes)
+    }))
+    .unwrap_or_else(|_| Err(Error::internal("the reader panicked on this block")));
+    let done = ReadDone {
+        chunk,
+        seconds: t0.elapsed().as_secs_f64(),
+    };
+    let mut st = shared.lock();
+    // Forgotten (or the queue closed): dropped here, without the GIL; pyo3 defers the
+    // reader's decref until it is held.
+    if st.closed || !st.read_open.contains(&read.ticket) {
+        return;
+    }
+    st.read_done.insert(read.ticket, done);
+    drop(st);
+    shared.finished.notify_all();
+}
+
 /// Parses batches of records picked from chunks on `threads` native threads.
 #[pyclass(module = "jaxrec._native", frozen)]
 pub(super) struct ParseQueue {
@@ -177,22 +262,59 @@ pub(super) struct ParseQueue {
 impl ParseQueue {
     /// Waits (GIL released) for the parse of `ticket`, at most `timeout` seconds.
     fn wait(&self, py: Python<'_>, ticket: u64, timeout: Option<f64>) -> PyResult<Option<Done>> {
+        self.wait_for(py, timeout, |st| {
+            if !st.open.contains(&ticket) {
+                return Err(PyValueError::new_err(format!(
+                    "ticket {ticket} is not waiting for its result"
+                )));
+            }
+            let done = st.done.remove(&ticket);
+            if done.is_some() {
+                st.open.remove(&ticket);
+            }
+            Ok(done)
+        })
+    }
+
+    /// Waits (GIL released) for the read of `ticket`, at most `timeout` seconds.
+    fn wait_read(
+        &self,
+        py: Python<'_>,
+        ticket: u64,
+        timeout: Option<f64>,
+    ) -> PyResult<Option<ReadDone>> {
+        self.wait_for(py, timeout, |st| {
+            if !st.read_open.contains(&ticket) {
+                return Err(PyValueError::new_err(format!(
+                    "read ticket {ticket} is not waiting for its result"
+                )));
+            }
+            let done = st.read_done.remove(&ticket);
+            if done.is_some() {
+                st.read_open.remove(&ticket);
+            }
+            Ok(done)
+        })
+    }
+
+    /// Waits (GIL released) until `take` finds what it looks for in the state, at most
+    /// `timeout` seconds (`None` then).
+    fn wait_for<T: Send>(
+        &self,
+        py: Python<'_>,
+        timeout: Option<f64>,
+        mut take: impl FnMut(&mut State) -> PyResult<Option<T>> + Send,
+    ) -> PyResult<Option<T>> {
         let shared = &self.shared;
         let deadline = timeout.map(|t| Instant::now() + Duration::from_secs_f64(t.max(0.0)));
-        py.detach(|| -> PyResult<Option<Done>> {
+        py.detach(|| -> PyResult<Option<T>> {
             let mut st = shared.lock();
             loop {
                 if st.closed {
                     return Err(PyRuntimeError::new_err("the ParseQueue is closed"));
                 }
-                if !st.open.contains(&ticket) {
-                    return Err(PyValueError::new_err(format!(
-                        "ticket {ticket} is not waiting for its result"
-                    )));
-                }
-                if let Some(done) = st.done.remove(&ticket) {
-                    st.open.remove(&ticket);
-                    return Ok(Some(done));
+                if let Some(found) = take(&mut st)? {
+                    return Ok(Some(found));
                 }
                 st = match deadline {
                     None => shared
@@ -354,9 +476,80 @@ impl ParseQueue {
         self.shared.lock().open.len()
     }
 
-    /// Drops every queued and finished batch and joins the threads (each finishes the batch
-    /// it is parsing). Idempotent.
-    fn close(&self, py: Python<'_>) {
+    /// Queues a read of `reader`'s next block (after framing past `skip` records), taken by
+    /// the queue's threads before any parse; returns its ticket for [`Self::read_result`].
+    ///
+    /// Raises:
+    ///     RuntimeError: the queue is closed.
+    fn submit_read(
+        &self,
+        reader: Py<RecordReader>,
+        skip: u64,
+        max_records: usize,
+        block_bytes: usize,
+    ) -> PyResult<u64> {
+        let mut st = self.shared.lock();
+        if st.closed {
+            return Err(PyRuntimeError::new_err("the ParseQueue is closed"));
+        }
+        let ticket = st.next_ticket;
+        st.next_ticket += 1;
+        st.read_open.insert(ticket);
+        st.reads.push_back(ReadJob {
+            ticket,
+            reader,
+            skip,
+            max_records,
+            block_bytes,
+        });
+        drop(st);
+        self.shared.work.notify_one();
+        Ok(ticket)
+    }
+
+    /// `(chunk, seconds)` of the read of `ticket`: the chunk read (`None`: the stream ended
+    /// before it, or before `skip` records) and the seconds the read took; `None` if it is not
+    /// done within `timeout` seconds (`None`: as long as it takes).
+    ///
+    /// Raises:
+    ///     jaxrec.errors.JaxrecError: the read failed (as `RecordReader.read_chunk` raises).
+    ///     ValueError: the ticket was never handed out, or taken or forgotten already.
+    ///     RuntimeError: the queue is closed.
+    #[pyo3(signature = (ticket, timeout=None))]
+    fn read_result(
+        &self,
+        py: Python<'_>,
+        ticket: u64,
+        timeout: Option<f64>,
+    ) -> PyResult<Option<(Option<Chunk>, f64)>> {
+        let Some(done) = self.wait_read(py, ticket, timeout)? else {
+            return Ok(None);
+        };
+        Ok(Some((done.chunk?, done.seconds)))
+    }
+
+    /// Gives up on the read of `ticket`: dropped if queued or done, and when done if running.
+    /// A ticket not open is ignored (idempotent).
+    fn forget_read(&self, ticket: u64) {
+        let mut st = self.shared.lock();
+        if !st.read_open.remove(&ticket) {
+            return;
+        }
+        let queued = st
+            .reads
+            .iter()
+            .position(|r| r.ticket == ticket)
+            .and_then(|i| st.reads.remove(i));
+        let done = st.read_done.remove(&ticket);
+        drop(st);
+        drop((queued, done)); // with the GIL: the chunk's and reader's references go at once
+    }
+
+    /// Drops every queued and finished batch and read and, with `wait`, joins the threads
+    /// (each finishes the batch it is parsing or the block it is reading); without, they end
+    /// on their own once they do (a read that never returns keeps its thread). Idempotent.
+    #[pyo3(signature = (wait=true))]
+    fn close(&self, py: Python<'_>, wait: bool) {
         let left = self.shared.shut();
         let workers = std::mem::take(
             &mut *self
@@ -364,12 +557,14 @@ impl ParseQueue {
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner),
         );
-        py.detach(|| {
-            for w in workers {
-                // A worker's panic was caught per batch; a join error leaves nothing to undo.
-                let _ = w.join();
-            }
-        });
+        if wait {
+            py.detach(|| {
+                for w in workers {
+                    // A worker's panic was caught per batch; a join error leaves nothing to undo.
+                    let _ = w.join();
+                }
+            });
+        }
         drop(left); // with the GIL: the chunks' references go at once
     }
 }

@@ -188,6 +188,27 @@ pub(super) struct RecordReader {
     path: String,
 }
 
+impl RecordReader {
+    /// A read job of the Loader's (see `queue.rs`): frames past `skip` records, then reads the
+    /// next chunk as [`Self::read_chunk`] does; `None` where the stream ends first. Runs on a
+    /// native thread without the GIL (a file object's reads take it themselves).
+    pub(super) fn skip_then_read(
+        &self,
+        skip: u64,
+        max_records: usize,
+        block_bytes: usize,
+    ) -> Result<Option<Chunk>, Error> {
+        let mut reader = lock(&self.inner, "reader")?;
+        if skip > 0 && reader.skip(skip)? < skip {
+            return Ok(None);
+        }
+        Ok(reader.next_chunk(max_records, block_bytes)?.map(|c| Chunk {
+            inner: c,
+            path: Some(self.path.clone()),
+        }))
+    }
+}
+
 #[pymethods]
 impl RecordReader {
     /// Opens `path`; with `file` (a binary file object, e.g. from `fsspec.open`) reads that

@@ -103,13 +103,13 @@ def test_blocks_grow_for_large_records_when_the_loader_chooses_them(tmp_path, mo
     from jaxrec._loader import readers
 
     sizes: list[tuple[str, int]] = []
-    read = readers.PieceReader._read
+    read = readers.PieceReader._submit_read  # every read starts here, wherever it runs
 
     def spy(self, reader, skip, limit):
         sizes.append((self.path, self.chunk_bytes))
         return read(self, reader, skip, limit)
 
-    monkeypatch.setattr(readers.PieceReader, "_read", spy)
+    monkeypatch.setattr(readers.PieceReader, "_submit_read", spy)
     rng = np.random.default_rng(0)
     big, small = tmp_path / "big.tfrecord", tmp_path / "small.tfrecord"
     with jr.TFRecordWriter(big) as w:

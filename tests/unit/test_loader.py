@@ -303,19 +303,40 @@ def os_thread_names():
 
 
 @pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="Linux /proc")
-def test_threads_carry_their_role_as_os_names(tmp_path):
-    # `top -H` and `perf` show which of the Loader's threads uses the CPU: the planner, the
-    # read pool and the parse threads by name, not as one more "python".
+@pytest.mark.parametrize("threads", [1, 2])
+def test_threads_carry_their_role_as_os_names_and_keep_to_num_threads(tmp_path, threads):
+    # `top -H` and `perf` show which of the Loader's threads uses the CPU: the planner and the
+    # parse threads by name, not as one more "python". The parse threads also read the files,
+    # so num_threads is the number of threads that read and parse: no read pool beside them
+    # (which made num_threads=1 use 1.7 cores).
     paths = write_files(tmp_path, [300, 300])
-    loader = jr.Loader(paths, SPEC, batch_size=4, num_threads=2, num_epochs=None)
+    loader = jr.Loader(paths, SPEC, batch_size=4, num_threads=threads, num_epochs=None)
     it = iter(loader)
     for _ in range(20):
         next(it)
     names = os_thread_names()
     loader.close()
     assert "jaxrec-planner" in names
+    assert {f"jaxrec-parse-{i}" for i in range(threads)} <= set(names)
+    assert f"jaxrec-parse-{threads}" not in names
+    assert not [n for n in names if n.startswith("jaxrec-worker")], names
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="Linux /proc")
+def test_with_transforms_the_pool_reads_parses_and_transforms(tmp_path):
+    # The user's transforms run in Python on the pool, with the parse of their batch; the
+    # reads go there too, and no parse queue starts.
+    paths = write_files(tmp_path, [300, 300])
+    loader = jr.Loader(
+        paths, SPEC, batch_size=4, num_threads=2, num_epochs=None, transform=lambda b: b
+    )
+    it = iter(loader)
+    for _ in range(20):
+        next(it)
+    names = os_thread_names()
+    loader.close()
     assert "jaxrec-worker_0" in names
-    assert {"jaxrec-parse-0", "jaxrec-parse-1"} <= set(names)
+    assert not [n for n in names if n.startswith("jaxrec-parse")], names
 
 
 @pytest.mark.parametrize("devices", [False, True])

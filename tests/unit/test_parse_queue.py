@@ -295,3 +295,87 @@ def test_a_malformed_form_is_refused_and_the_take_must_match_it(tmp_path):
             plain.finished(plain.submit(chunks, np.zeros(1, np.int64), np.zeros(1, np.int64)))
     finally:
         plain.close()
+
+
+# --- reads on the queue's threads (the Loader's reads, see readers.QueueReads) --------------
+
+
+def queued_chunks(queue: RowsQueue, reader, skip: int, size: int) -> list:
+    """Every chunk of ``reader`` read on the queue, the first after framing past ``skip``."""
+    out = []
+    while True:
+        chunk, seconds = queue.native.read_result(queue.native.submit_read(reader, skip, size, 512))
+        assert seconds >= 0
+        if chunk is None:
+            return out
+        out.append(chunk)
+        skip = 0
+
+
+def test_queued_reads_give_what_read_chunk_gives(tmp_path):
+    path = write(tmp_path / "a.tfrecord", 50)
+    with opened(jr.ExampleParser(SPEC), 2) as queue:
+        queued = queued_chunks(queue, _native.RecordReader(path), 7, 8)
+    direct = _native.RecordReader(path)
+    assert direct.skip(7) == 7
+    expected = []
+    while (chunk := direct.read_chunk(8, 512)) is not None:
+        expected.append(chunk)
+    assert [c.to_list() for c in queued] == [c.to_list() for c in expected]
+    assert [c.indices.tolist() for c in queued] == [c.indices.tolist() for c in expected]
+    assert all(c.path == path for c in queued)
+    assert sum(len(c) for c in queued) == 43
+    # Skipping past the end: no chunk, as the pool's read gives.
+    with opened(jr.ExampleParser(SPEC), 1) as queue:
+        assert queued_chunks(queue, _native.RecordReader(path), 60, 8) == []
+
+
+def test_a_queued_read_of_a_damaged_file_raises_naming_file_and_offset(tmp_path):
+    path = write(tmp_path / "a.tfrecord", 20)
+    offset = int(next(jr.read_chunks(path, max_records=20)).file_offsets[9])
+    with open(path, "r+b") as f:
+        f.seek(offset + 20)  # inside record 9's payload: its data CRC fails
+        byte = f.read(1)
+        f.seek(offset + 20)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    with opened(jr.ExampleParser(SPEC), 1) as queue:
+        reader = _native.RecordReader(path)
+        ticket = queue.native.submit_read(reader, 0, 100, 1 << 20)
+        chunk, _ = queue.native.read_result(ticket)
+        assert len(chunk) == 9  # the records before the damage come first
+        with pytest.raises(jr.CorruptRecordError) as e:
+            queue.native.read_result(queue.native.submit_read(reader, 0, 100, 1 << 20))
+        assert e.value.path == path and e.value.byte_offset == offset
+        with pytest.raises(ValueError, match="not waiting"):
+            queue.native.read_result(ticket)  # taken once
+
+
+def parse_threads() -> int:
+    """This process's native parse threads, by their OS names."""
+    if not os.path.isdir("/proc/self/task"):
+        pytest.skip("counts threads through /proc")
+    names = []
+    for tid in os.listdir("/proc/self/task"):
+        with contextlib.suppress(OSError):  # the thread ended meanwhile
+            with open(f"/proc/self/task/{tid}/comm") as f:
+                names.append(f.read())
+    return sum(n.startswith("jaxrec-parse") for n in names)
+
+
+def test_a_forgotten_read_is_dropped_and_close_drops_queued_reads(tmp_path):
+    path = write(tmp_path / "a.tfrecord", 20)
+    before = parse_threads()
+    queue = RowsQueue(jr.ExampleParser(SPEC), 1)
+    reader = _native.RecordReader(path)
+    t = queue.native.submit_read(reader, 0, 5, 512)
+    queue.native.forget_read(t)
+    queue.native.forget_read(t)  # idempotent
+    with pytest.raises(ValueError, match="not waiting"):
+        queue.native.read_result(t, 1.0)
+    tickets = [queue.native.submit_read(reader, 0, 1, 512) for _ in range(50)]
+    queue.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        queue.native.read_result(tickets[-1])
+    with pytest.raises(RuntimeError, match="closed"):
+        queue.native.submit_read(reader, 0, 1, 512)
+    assert parse_threads() <= before  # joined (others, from earlier tests, may end meanwhile)

@@ -40,6 +40,7 @@ from jaxrec._loader.counts import span_table
 from jaxrec._loader.device import check_batch_fits, check_shardings, to_device
 from jaxrec._loader.packing import Pack, Packer
 from jaxrec._loader.pipeline import END, BatchInfo, Pipeline, RunSpec
+from jaxrec._loader.readers import Reads
 from jaxrec._loader.sharding import EpochPlan, HostShard, epoch_plan, host_shard
 from jaxrec._loader.shares import byte_deal, epoch_order, segment_shares
 from jaxrec._loader.shuffle import Layout, check_seed
@@ -94,10 +95,10 @@ class Loader:
             only the device arrays.
         prefetch: batches prepared ahead of the consumer (on devices when sharded).
         num_threads: reader/parser threads (default: the machine's cores): that many native
-            parse threads and that many reading (and transforming) pool threads. Parsing is
-            the bulk of the work; reads, the planner and the consumer's hand-off add about
-            half a core at full speed (tokens or tabular on the 2-core dev VM: 1.6 cores used
-            with 1 thread). The order and the state do not depend on it.
+            threads read the files and parse the batches (with a ``transform``, that many pool
+            threads read, parse and transform instead). The planner and the consumer's
+            hand-off add about a fifth of a core at full speed (tokens on the 2-core dev VM:
+            1.1-1.2 cores used with 1 thread). The order and the state do not depend on it.
         cycle_length: pieces of the host's share read at once (the interleave; default 16).
         block_length: records taken from each piece in turn.
         compression: ``"auto"``, None, ``"GZIP"`` or ``"ZLIB"``.
@@ -447,7 +448,9 @@ class Loader:
                 ) from e
         return reader
 
-    def _open_segment(self, position: LoaderPosition, pool) -> tuple[EpochStream, EpochPlan | None]:
+    def _open_segment(
+        self, position: LoaderPosition, pool: Reads
+    ) -> tuple[EpochStream, EpochPlan | None]:
         """The stream of this host's share of the segment ``position`` is in, and its plan.
 
         Without counts (training forever, no indexes) the spans are dealt by bytes: every

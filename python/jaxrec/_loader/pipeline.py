@@ -8,8 +8,8 @@
     parse queue      (without transforms) N native threads parse and pad each batch with no
         │            Python object (jaxrec._parse.RowsQueue): one call submits, one takes
         │            the finished batch
-    pool (N threads) native reads, GIL released (with transforms: parse, pad and the user's
-        │            transforms in one job per batch)
+    reads            on the parse queue's threads, before its parses (with transforms: on the
+        │            pool, N threads, which also parses, pads and transforms a batch per job)
     feeder thread    (with a sharding) in order: jax.device_put, ``prefetch`` ahead
         │
     consumer         ``for batch in loader`` (without a sharding it takes batches itself)
@@ -44,6 +44,7 @@ from typing import Any
 import numpy as np
 
 from jaxrec import _native
+from jaxrec._loader.readers import QueueReads, Reads
 from jaxrec._loader.sharding import EpochPlan
 from jaxrec._loader.state import LoaderPosition
 from jaxrec._loader.stats import Stats
@@ -191,8 +192,8 @@ class RunSpec:
         batch_size: rows per batch.
         num_epochs: epochs to run (``None``: forever).
         start: where to start.
-        open_segment: the stream (on the run's pool) and the plan of the segment of an epoch
-            that a position is in.
+        open_segment: the stream (reading where it is told: the parse queue's threads, or the
+            run's pool) and the plan of the segment of an epoch that a position is in.
         parse: parses ``(chunks, which, rows)`` into arrays (with transforms, in their job on
             the pool).
         parse_queue: makes the queue (:class:`jaxrec._parse.RowsQueue`) that parses batches on
@@ -212,9 +213,7 @@ class RunSpec:
     batch_size: int
     num_epochs: int | None
     start: LoaderPosition
-    open_segment: Callable[
-        [LoaderPosition, concurrent.futures.Executor], tuple[EpochStream, EpochPlan | None]
-    ]
+    open_segment: Callable[[LoaderPosition, Reads], tuple[EpochStream, EpochPlan | None]]
     parse: Callable[..., dict[str, np.ndarray]]
     parse_queue: Callable[[int], Any]
     finish: Callable[[dict[str, np.ndarray] | None, int], dict[str, Any]]
@@ -254,6 +253,14 @@ class Pipeline:
         # GIL several times per batch (submit, the worker's queue, the future), and every such
         # moment is one the other threads wait for.
         self.parses = spec.parse_queue(spec.num_threads) if spec.transforms is None else None
+        # ... and their threads read the files too, before any parse: num_threads threads in
+        # all, not a pool of as many beside them. (The pool then starts no thread, unless
+        # files behind URLs need it.)
+        self.reads: Reads = (
+            QueueReads(self.parses.native, spec.stats, self.pool)
+            if self.parses is not None
+            else self.pool
+        )
         self.packed: collections.deque = collections.deque()  # packed, not yet taken
         # Without devices to feed, the consumer finishes batches itself: one thread and one
         # queue hop less per batch.
@@ -311,7 +318,7 @@ class Pipeline:
         record_bytes = 0.0  # mean payload of the records planned so far; 0: none yet
         while s.num_epochs is None or position.epoch < s.num_epochs:
             epoch, segments = position.epoch, position.segments
-            stream, plan = s.open_segment(position, self.pool)
+            stream, plan = s.open_segment(position, self.reads)
             try:
                 done = position.batches  # batches of this segment yielded before
                 before = position.index_in_epoch - done  # ... and of earlier segments
@@ -485,7 +492,9 @@ class Pipeline:
             )
         self.pool.shutdown(wait=not stuck, cancel_futures=True)
         if self.parses is not None:
-            self.parses.close()
+            # Its threads also read: one stuck in a read (a file that never answers) is left
+            # to end on its own, as a stuck pool thread is.
+            self.parses.close(wait=not stuck)
         # Drop queued batches (and with them the chunks they reference). The decoded batches'
         # memory kept for reuse stays for the next Loader, but once no Loader runs the kernel
         # may take its pages back whenever it needs memory, also those of batches the consumer

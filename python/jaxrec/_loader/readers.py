@@ -1,7 +1,8 @@
 """Reading one piece: exactly its records, from its span, into the chunk registry.
 
 A :class:`PieceReader` opens the piece's file where its span starts (or at a closer known
-position), reads blocks ahead on the pool, keeps the rows that belong to the piece and hands
+position), reads blocks ahead (on the parse queue's native threads, :class:`QueueReads`, or on a
+Python pool), keeps the rows that belong to the piece and hands
 them out as record handles. It never reads past the piece's last record, and a file that ends
 before it is an error (:class:`~jaxrec.errors.FileChangedError`): the counts the plan was made
 from no longer hold, and the epoch would otherwise come up short without a word. With
@@ -23,11 +24,12 @@ from jaxrec._loader.spans import SpanTable
 from jaxrec._loader.stats import Stats
 from jaxrec.errors import FileChangedError
 
-__all__ = ["OpenReader", "PieceReader"]
+__all__ = ["OpenReader", "PieceReader", "QueueReads", "Reads"]
 
 OpenReader = Callable[..., _native.RecordReader]  # opens a file at start_offset= / start_index=
 
 _NO_LIMIT = 1 << 62
+_POLL = 0.1  # seconds between a waiting read's checks (only its thread waits)
 
 # Blocks when the Loader's chunk_bytes is left to it: AUTO_CHUNK_BYTES, grown for pieces of
 # large records until a block holds _AUTO_RECORDS of them, up to _AUTO_MAX_BYTES. Each block
@@ -43,6 +45,67 @@ _AUTO_RECORDS = 48
 _AUTO_MAX_BYTES = _native.MAX_POOLED_BLOCK - (1 << 20)
 
 
+class QueueReads:
+    """Runs the pieces' reads on a parse queue's native threads, before its parses.
+
+    Reads on a Python pool beside the parse threads made a Loader of ``num_threads=1`` use
+    1.7 cores (one parse thread, one read thread, the planner and the consumer): here the
+    queue's ``num_threads`` threads do both, so the Loader keeps to the threads it was given
+    plus its planner and consumer. A read is one native call to queue and one to take, with
+    no Python thread in between.
+
+    Files behind fsspec URLs are read through Python file objects, and wait on the network
+    rather than on a core: those go to ``pool``, where a wait holds no parse thread.
+    """
+
+    def __init__(
+        self, queue: _native.ParseQueue, stats: Stats, pool: concurrent.futures.Executor
+    ) -> None:
+        self.queue = queue
+        self.stats = stats
+        self.pool = pool
+
+    def read(
+        self, reader: _native.RecordReader, skip: int, limit: int, block_bytes: int
+    ) -> _QueuedRead:
+        """Queues the read of ``reader``'s next block after framing past ``skip`` records."""
+        ticket = self.queue.submit_read(reader, skip, limit, block_bytes)
+        return _QueuedRead(self, ticket)
+
+
+class _QueuedRead:
+    """A read on a :class:`QueueReads`: ``result()`` and ``cancel()`` as a Future has them."""
+
+    def __init__(self, reads: QueueReads, ticket: int) -> None:
+        self._reads = reads
+        self._ticket = ticket
+        self._taken = False
+
+    def result(self) -> _native.Chunk | None:
+        """The chunk read, or None at the stream's end (or before ``skip`` records).
+
+        Raises:
+            JaxrecError: the read failed.
+        """
+        self._taken = True  # a failed read is taken too: its ticket is closed
+        while (got := self._reads.queue.read_result(self._ticket, _POLL)) is None:
+            pass
+        chunk, seconds = got
+        self._reads.stats.add(read_seconds=seconds)
+        return chunk
+
+    def cancel(self) -> None:
+        """Gives the read up (dropped when done)."""
+        if not self._taken:
+            self._taken = True
+            self._reads.queue.forget_read(self._ticket)
+
+
+# What runs a PieceReader's reads: the parse queue's threads, or a Python pool (the Loader
+# with transforms, whose jobs share that pool, and callers without a queue).
+Reads = QueueReads | concurrent.futures.Executor
+
+
 class PieceReader:
     """The records of piece ``i`` of ``pieces`` from its ``taken``-th on.
 
@@ -54,7 +117,7 @@ class PieceReader:
         registry: where chunks go.
         open_reader: opens a file at ``start_offset=`` / ``start_index=``.
         chunk_bytes: the block size; None: :data:`AUTO_CHUNK_BYTES`, grown for large records.
-        pool: runs the reads.
+        pool: runs the reads (:data:`Reads`).
         stats: counts read time, records and bytes.
         skip_errors: bad records are being skipped (a short piece is not an error).
         hint: ``(byte offset, record index)`` of a record of the file at or before the first
@@ -71,7 +134,7 @@ class PieceReader:
         registry: ChunkRegistry,
         open_reader: OpenReader,
         chunk_bytes: int | None,
-        pool: concurrent.futures.Executor,
+        pool: Reads,
         stats: Stats,
         skip_errors: bool,
         hint: tuple[int, int] | None = None,
@@ -105,7 +168,7 @@ class PieceReader:
         self.stats = stats
         self.skip_errors = skip_errors
         self.queue: collections.deque = collections.deque()  # [chunk id, chunk, rows, at]
-        self.ahead: concurrent.futures.Future | None = None
+        self.ahead: concurrent.futures.Future | _QueuedRead | None = None
         self.reader: _native.RecordReader | None = None
         if self.need == 0:
             self.ended = True
@@ -130,7 +193,18 @@ class PieceReader:
             self.ahead = None
             return
         skip, self._skip = self._skip, 0
-        self.ahead = self.pool.submit(self._read, self.reader, skip, limit)
+        self.ahead = self._submit_read(self.reader, skip, limit)
+
+    def _submit_read(
+        self, reader: _native.RecordReader, skip: int, limit: int
+    ) -> concurrent.futures.Future | _QueuedRead:
+        """Starts reading the next block, of ``self.chunk_bytes``, where ``self.pool`` reads."""
+        pool = self.pool
+        if isinstance(pool, QueueReads):
+            if isinstance(reader, _native.RecordReader):
+                return pool.read(reader, skip, limit, self.chunk_bytes)
+            pool = pool.pool  # a remote file's reader (see QueueReads)
+        return pool.submit(self._read, reader, skip, limit)
 
     def _read(self, reader: _native.RecordReader, skip: int, limit: int) -> _native.Chunk | None:
         with self.stats.timed("read_seconds"):

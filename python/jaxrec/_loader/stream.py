@@ -14,7 +14,6 @@ re-reading pieces from their span's start.
 
 from __future__ import annotations
 
-import concurrent.futures
 import dataclasses
 from typing import Any
 
@@ -24,7 +23,7 @@ from jaxrec import _native
 from jaxrec._loader.chunks import ChunkRegistry, chunk_ids
 from jaxrec._loader.interleave import InterleaveState, Rounds, steps, taken_before
 from jaxrec._loader.pieces import Pieces
-from jaxrec._loader.readers import OpenReader, PieceReader
+from jaxrec._loader.readers import OpenReader, PieceReader, Reads
 from jaxrec._loader.shuffle import Layout, window_order
 from jaxrec._loader.spans import SpanTable
 from jaxrec._loader.stats import Stats
@@ -88,7 +87,7 @@ class EpochStream:
         hint: reader positions at or before the interleave position that ``start`` needs.
         open_reader: opens a file at a position.
         chunk_bytes: block size files are read in (None: chosen per piece, see readers.py).
-        pool: runs the reads.
+        pool: runs the reads (the parse queue's threads, or a Python pool).
         stats: the loader's counters.
         skip_errors: bad records are skipped (``on_error="skip"``).
     """
@@ -106,7 +105,7 @@ class EpochStream:
         hint: StreamHint | None = None,
         open_reader: OpenReader,
         chunk_bytes: int | None,
-        pool: concurrent.futures.Executor,
+        pool: Reads,
         stats: Stats,
         skip_errors: bool,
     ) -> None:
