@@ -107,8 +107,11 @@ struct Shared {
     state: Mutex<State>,
     /// Signalled when a job is queued or the queue closes.
     work: Condvar,
-    /// Signalled when a job is done or the queue closes.
+    /// Signalled when a parse is done or the queue closes.
     finished: Condvar,
+    /// Signalled when a read is done or the queue closes (apart: the consumer waiting for a
+    /// batch and the planner waiting for a read need not wake each other).
+    read: Condvar,
 }
 
 impl Shared {
@@ -136,6 +139,7 @@ impl Shared {
         drop(st);
         self.work.notify_all();
         self.finished.notify_all();
+        self.read.notify_all();
         left
     }
 }
@@ -249,7 +253,28 @@ fn read_job(shared: &Shared, read: ReadJob) {
     }
     st.read_done.insert(read.ticket, done);
     drop(st);
-    shared.finished.notify_all();
+    shared.read.notify_all();
+}
+
+/// Takes `ticket`'s result out of `done` if it is there (closing the ticket in `open`).
+///
+/// Raises ValueError when the ticket is not open: never handed out, or taken already.
+fn take_ticket<T>(
+    open: &mut HashSet<u64>,
+    done: &mut HashMap<u64, T>,
+    ticket: u64,
+    what: &str,
+) -> PyResult<Option<T>> {
+    if !open.contains(&ticket) {
+        return Err(PyValueError::new_err(format!(
+            "{what} {ticket} is not waiting for its result"
+        )));
+    }
+    let found = done.remove(&ticket);
+    if found.is_some() {
+        open.remove(&ticket);
+    }
+    Ok(found)
 }
 
 /// Parses batches of records picked from chunks on `threads` native threads.
@@ -260,19 +285,24 @@ pub(super) struct ParseQueue {
 }
 
 impl ParseQueue {
+    /// Hands out the next ticket, queues what `push` makes with it and wakes a thread.
+    fn enqueue(&self, push: impl FnOnce(&mut State, u64)) -> PyResult<u64> {
+        let mut st = self.shared.lock();
+        if st.closed {
+            return Err(PyRuntimeError::new_err("the ParseQueue is closed"));
+        }
+        let ticket = st.next_ticket;
+        st.next_ticket += 1;
+        push(&mut st, ticket);
+        drop(st);
+        self.shared.work.notify_one();
+        Ok(ticket)
+    }
+
     /// Waits (GIL released) for the parse of `ticket`, at most `timeout` seconds.
     fn wait(&self, py: Python<'_>, ticket: u64, timeout: Option<f64>) -> PyResult<Option<Done>> {
-        self.wait_for(py, timeout, |st| {
-            if !st.open.contains(&ticket) {
-                return Err(PyValueError::new_err(format!(
-                    "ticket {ticket} is not waiting for its result"
-                )));
-            }
-            let done = st.done.remove(&ticket);
-            if done.is_some() {
-                st.open.remove(&ticket);
-            }
-            Ok(done)
+        self.wait_for(py, timeout, &self.shared.finished, |st| {
+            take_ticket(&mut st.open, &mut st.done, ticket, "ticket")
         })
     }
 
@@ -283,26 +313,18 @@ impl ParseQueue {
         ticket: u64,
         timeout: Option<f64>,
     ) -> PyResult<Option<ReadDone>> {
-        self.wait_for(py, timeout, |st| {
-            if !st.read_open.contains(&ticket) {
-                return Err(PyValueError::new_err(format!(
-                    "read ticket {ticket} is not waiting for its result"
-                )));
-            }
-            let done = st.read_done.remove(&ticket);
-            if done.is_some() {
-                st.read_open.remove(&ticket);
-            }
-            Ok(done)
+        self.wait_for(py, timeout, &self.shared.read, |st| {
+            take_ticket(&mut st.read_open, &mut st.read_done, ticket, "read ticket")
         })
     }
 
-    /// Waits (GIL released) until `take` finds what it looks for in the state, at most
-    /// `timeout` seconds (`None` then).
+    /// Waits (GIL released) until `take` finds what it looks for in the state, woken by
+    /// `signal`, at most `timeout` seconds (`None` then).
     fn wait_for<T: Send>(
         &self,
         py: Python<'_>,
         timeout: Option<f64>,
+        signal: &Condvar,
         mut take: impl FnMut(&mut State) -> PyResult<Option<T>> + Send,
     ) -> PyResult<Option<T>> {
         let shared = &self.shared;
@@ -317,8 +339,7 @@ impl ParseQueue {
                     return Ok(Some(found));
                 }
                 st = match deadline {
-                    None => shared
-                        .finished
+                    None => signal
                         .wait(st)
                         .unwrap_or_else(std::sync::PoisonError::into_inner),
                     Some(d) => {
@@ -326,8 +347,7 @@ impl ParseQueue {
                         if left.is_zero() {
                             return Ok(None);
                         }
-                        shared
-                            .finished
+                        signal
                             .wait_timeout(st, left)
                             .unwrap_or_else(std::sync::PoisonError::into_inner)
                             .0
@@ -358,6 +378,7 @@ impl ParseQueue {
             state: Mutex::new(State::default()),
             work: Condvar::new(),
             finished: Condvar::new(),
+            read: Condvar::new(),
         });
         let mut workers = Vec::with_capacity(threads);
         for i in 0..threads {
@@ -389,21 +410,14 @@ impl ParseQueue {
         let refs: Vec<&Chunk> = chunks.iter().map(Bound::get).collect();
         let picks = picks(&refs, which.as_slice()?, rows.as_slice()?)?;
         let chunks: Vec<Py<Chunk>> = chunks.into_iter().map(Bound::unbind).collect();
-        let mut st = self.shared.lock();
-        if st.closed {
-            return Err(PyRuntimeError::new_err("the ParseQueue is closed"));
-        }
-        let ticket = st.next_ticket;
-        st.next_ticket += 1;
-        st.open.insert(ticket);
-        st.todo.push_back(Job {
-            ticket,
-            chunks,
-            picks,
-        });
-        drop(st);
-        self.shared.work.notify_one();
-        Ok(ticket)
+        self.enqueue(|st, ticket| {
+            st.open.insert(ticket);
+            st.todo.push_back(Job {
+                ticket,
+                chunks,
+                picks,
+            });
+        })
     }
 
     /// The parsed batch of `ticket` and the seconds its parse took, waiting for it at most
@@ -488,23 +502,16 @@ impl ParseQueue {
         max_records: usize,
         block_bytes: usize,
     ) -> PyResult<u64> {
-        let mut st = self.shared.lock();
-        if st.closed {
-            return Err(PyRuntimeError::new_err("the ParseQueue is closed"));
-        }
-        let ticket = st.next_ticket;
-        st.next_ticket += 1;
-        st.read_open.insert(ticket);
-        st.reads.push_back(ReadJob {
-            ticket,
-            reader,
-            skip,
-            max_records,
-            block_bytes,
-        });
-        drop(st);
-        self.shared.work.notify_one();
-        Ok(ticket)
+        self.enqueue(|st, ticket| {
+            st.read_open.insert(ticket);
+            st.reads.push_back(ReadJob {
+                ticket,
+                reader,
+                skip,
+                max_records,
+                block_bytes,
+            });
+        })
     }
 
     /// `(chunk, seconds)` of the read of `ticket`: the chunk read (`None`: the stream ended
