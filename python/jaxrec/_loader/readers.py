@@ -49,10 +49,11 @@ class QueueReads:
     """Runs the pieces' reads on a parse queue's native threads, before its parses.
 
     Reads on a Python pool beside the parse threads made a Loader of ``num_threads=1`` use
-    1.7 cores (one parse thread, one read thread, the planner and the consumer): here the
+    1.5-1.7 cores (one parse thread, one read thread, the planner and the consumer): here the
     queue's ``num_threads`` threads do both, so the Loader keeps to the threads it was given
     plus its planner and consumer. A read is one native call to queue and one to take, with
-    no Python thread in between.
+    no Python thread in between, and costs less CPU than on the pool (which took the GIL to
+    hand each chunk back): tokens at ``num_threads=1``, 1.13-1.22 -> 0.97-1.03 us per record.
 
     Files behind fsspec URLs are read through Python file objects, and wait on the network
     rather than on a core: those go to ``pool``, where a wait holds no parse thread.
