@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import time
 from collections.abc import Iterator
 
 import ml_dtypes
@@ -52,11 +53,29 @@ def opened(parser: jr.ExampleParser, threads: int, batcher=None) -> Iterator[Row
         queue.close()
 
 
-def os_threads() -> int:
-    """Threads of this process, native ones included (Python's threading sees only its own)."""
+def parse_tids() -> set[int]:
+    """This process's native parse threads (Python's threading does not see them), by OS name.
+
+    By thread id, not by count: threads of other tests (JAX's pools, a collected queue's
+    threads ending on their own) may start or end meanwhile, which made counts flaky.
+    """
     if not os.path.isdir("/proc/self/task"):
-        pytest.skip("counts threads through /proc")
-    return len(os.listdir("/proc/self/task"))
+        pytest.skip("finds threads through /proc")
+    out = set()
+    for tid in os.listdir("/proc/self/task"):
+        with contextlib.suppress(OSError):  # the thread ended meanwhile
+            with open(f"/proc/self/task/{tid}/comm") as f:
+                if f.read().startswith("jaxrec-parse"):
+                    out.add(int(tid))
+    return out
+
+
+def started_parse_tids(before: set[int], count: int) -> set[int]:
+    """The ``count`` parse threads started since ``before`` (each names itself once running)."""
+    deadline = time.monotonic() + 10
+    while len(new := parse_tids() - before) < count and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return new
 
 
 def assert_same(a: dict, b: dict) -> None:
@@ -128,17 +147,22 @@ def test_timeout_returns_none_until_the_batch_is_parsed(tmp_path):
 
 def test_close_drops_queued_batches_and_joins_the_threads(tmp_path):
     chunks = chunks_of(write(tmp_path / "a.tfrecord", 8), 8)
-    before = os_threads()
+    before = parse_tids()
     queue = RowsQueue(jr.ExampleParser(SPEC), 2)
-    assert os_threads() == before + 2
-    tickets = [queue.submit(chunks, np.arange(8) * 0, np.arange(8)) for _ in range(50)]
+    mine = started_parse_tids(before, 2)
+    assert len(mine) == 2
+    # A long parse under way when close() is called: joined, its thread is gone after it.
+    big = np.zeros(400_000, np.int64)
+    tickets = [queue.submit(chunks, big, big)]
+    tickets += [queue.submit(chunks, np.arange(8) * 0, np.arange(8)) for _ in range(50)]
+    time.sleep(0.01)
     queue.close()
     queue.close()  # idempotent
     with pytest.raises(RuntimeError, match="closed"):
         queue.result(tickets[-1])
     with pytest.raises(RuntimeError, match="closed"):
         queue.submit(chunks, np.array([0]), np.array([0]))
-    assert os_threads() == before  # joined, not left to exit on their own
+    assert not mine & parse_tids()  # joined, not left to exit on their own
     with pytest.raises(ValueError, match="at least one thread"):
         RowsQueue(jr.ExampleParser(SPEC), 0)
 
@@ -350,22 +374,11 @@ def test_a_queued_read_of_a_damaged_file_raises_naming_file_and_offset(tmp_path)
             queue.native.read_result(ticket)  # taken once
 
 
-def parse_threads() -> int:
-    """This process's native parse threads, by their OS names."""
-    if not os.path.isdir("/proc/self/task"):
-        pytest.skip("counts threads through /proc")
-    names = []
-    for tid in os.listdir("/proc/self/task"):
-        with contextlib.suppress(OSError):  # the thread ended meanwhile
-            with open(f"/proc/self/task/{tid}/comm") as f:
-                names.append(f.read())
-    return sum(n.startswith("jaxrec-parse") for n in names)
-
-
 def test_a_forgotten_read_is_dropped_and_close_drops_queued_reads(tmp_path):
     path = write(tmp_path / "a.tfrecord", 20)
-    before = parse_threads()
+    before = parse_tids()
     queue = RowsQueue(jr.ExampleParser(SPEC), 1)
+    mine = started_parse_tids(before, 1)
     reader = _native.RecordReader(path)
     t = queue.native.submit_read(reader, 0, 5, 512)
     queue.native.forget_read(t)
@@ -378,4 +391,4 @@ def test_a_forgotten_read_is_dropped_and_close_drops_queued_reads(tmp_path):
         queue.native.read_result(tickets[-1])
     with pytest.raises(RuntimeError, match="closed"):
         queue.native.submit_read(reader, 0, 1, 512)
-    assert parse_threads() <= before  # joined (others, from earlier tests, may end meanwhile)
+    assert len(mine) == 1 and not mine & parse_tids()  # joined
