@@ -280,12 +280,7 @@ impl RecordReader {
         max_records: usize,
         block_bytes: usize,
     ) -> PyResult<Option<Chunk>> {
-        let chunk =
-            py.detach(|| lock(&self.inner, "reader")?.next_chunk(max_records, block_bytes))?;
-        Ok(chunk.map(|c| Chunk {
-            inner: c,
-            path: Some(self.path.clone()),
-        }))
+        Ok(py.detach(|| self.skip_then_read(0, max_records, block_bytes))?)
     }
 
     /// Frames past up to `n` records without returning them; returns how many (fewer at the

@@ -46,6 +46,7 @@ def test_a_stream_keeps_only_the_chunks_it_still_needs(tmp_path, shuffle_buffer)
     import concurrent.futures
 
     import jaxrec as jr
+    from jaxrec._loader.readers import PoolReads
     from jaxrec._loader.state import LoaderPosition
 
     path = tmp_path / "a.tfrecord"
@@ -56,7 +57,7 @@ def test_a_stream_keeps_only_the_chunks_it_still_needs(tmp_path, shuffle_buffer)
         str(path), spec, 8, chunk_bytes=64, shuffle=True, seed=0, shuffle_buffer=shuffle_buffer
     )
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        stream, _ = loader._open_segment(LoaderPosition(), pool)
+        stream, _ = loader._open_segment(LoaderPosition(), PoolReads(pool, loader._stats))
         held, taken = [], 0
         while len(handles := stream.next_handles(8)):
             taken += len(handles)
@@ -74,6 +75,7 @@ def test_a_stream_of_big_chunks_keeps_only_the_bytes_it_still_needs(tmp_path, mo
 
     import jaxrec as jr
     from jaxrec._loader import stream as stream_mod
+    from jaxrec._loader.readers import PoolReads
     from jaxrec._loader.state import LoaderPosition
 
     monkeypatch.setattr(stream_mod, "_COLLECT_SLACK_BYTES", 128 << 10)
@@ -83,7 +85,7 @@ def test_a_stream_of_big_chunks_keeps_only_the_bytes_it_still_needs(tmp_path, mo
     spec = {"id": jr.FixedLenFeature([], np.int64)}
     loader = jr.Loader(str(path), spec, 8, chunk_bytes=64 << 10)
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        stream, _ = loader._open_segment(LoaderPosition(), pool)
+        stream, _ = loader._open_segment(LoaderPosition(), PoolReads(pool, loader._stats))
         held, taken = [], 0
         while len(handles := stream.next_handles(64)):
             taken += len(handles)
@@ -102,14 +104,14 @@ def test_blocks_grow_for_large_records_when_the_loader_chooses_them(tmp_path, mo
     import jaxrec as jr
     from jaxrec._loader import readers
 
-    sizes: list[tuple[str, int]] = []
-    read = readers.PieceReader._submit_read  # every read starts here, wherever it runs
+    sizes: list[int] = []
+    read = readers.QueueReads.read  # the Loader's reads of local files start here
 
-    def spy(self, reader, skip, limit):
-        sizes.append((self.path, self.chunk_bytes))
-        return read(self, reader, skip, limit)
+    def spy(self, reader, skip, limit, block_bytes):
+        sizes.append(block_bytes)
+        return read(self, reader, skip, limit, block_bytes)
 
-    monkeypatch.setattr(readers.PieceReader, "_submit_read", spy)
+    monkeypatch.setattr(readers.QueueReads, "read", spy)
     rng = np.random.default_rng(0)
     big, small = tmp_path / "big.tfrecord", tmp_path / "small.tfrecord"
     with jr.TFRecordWriter(big) as w:
@@ -122,7 +124,7 @@ def test_blocks_grow_for_large_records_when_the_loader_chooses_them(tmp_path, mo
     def batches(path, **kw):
         sizes.clear()
         out = [b["id"].tolist() + b["x"].tolist() for b in jr.Loader(str(path), spec, 16, **kw)]
-        return out, [s for _, s in sizes]
+        return out, list(sizes)
 
     auto, used = batches(big)
     assert used[0] == readers.AUTO_CHUNK_BYTES

@@ -13,6 +13,7 @@ import jax
 import numpy as np
 import pytest
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
+from os_threads import thread_names
 
 import jaxrec as jr
 from jaxrec.testing import assert_resumes_exactly
@@ -290,26 +291,14 @@ def test_break_exception_and_repeats_leave_no_threads_or_files(tmp_path):
     assert open_fds() <= fds
 
 
-def os_thread_names() -> dict[int, str]:
-    """The names the operating system knows this process's threads by, by thread id."""
-    names = {}
-    for tid in os.listdir(f"/proc/{os.getpid()}/task"):
-        try:
-            with open(f"/proc/{os.getpid()}/task/{tid}/comm") as f:
-                names[int(tid)] = f.read().strip()
-        except OSError:  # the thread ended meanwhile
-            pass
-    return names
-
-
 def loader_thread_names(loader: jr.Loader) -> list[str]:
     """The OS names of the threads that started while ``loader`` gave 20 batches (not those of
     other tests' Loaders, which may still be running)."""
-    before = os_thread_names()
+    before = thread_names()
     it = iter(loader)
     for _ in range(20):
         next(it)
-    names = [n for tid, n in os_thread_names().items() if before.get(tid) != n]
+    names = [n for tid, n in thread_names().items() if before.get(tid) != n]
     loader.close()
     return names
 

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 import ml_dtypes
 import numpy as np
 import pytest
+from os_threads import thread_names
 
 import jaxrec as jr
 from jaxrec import _native
@@ -61,13 +62,20 @@ def parse_tids() -> set[int]:
     """
     if not os.path.isdir("/proc/self/task"):
         pytest.skip("finds threads through /proc")
-    out = set()
-    for tid in os.listdir("/proc/self/task"):
-        with contextlib.suppress(OSError):  # the thread ended meanwhile
-            with open(f"/proc/self/task/{tid}/comm") as f:
-                if f.read().startswith("jaxrec-parse"):
-                    out.add(int(tid))
-    return out
+    return {tid for tid, name in thread_names().items() if name.startswith("jaxrec-parse")}
+
+
+def ended(tids: set[int], within: float = 0.02) -> bool:
+    """True once none of ``tids`` is a running parse thread, waited for at most ``within``
+    seconds: a thread just joined can stay listed for an instant while the kernel releases it
+    (joining waits for its exit, not for /proc to forget it). A long parse outlasts ``within``.
+    """
+    deadline = time.monotonic() + within
+    while tids & parse_tids():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.001)
+    return True
 
 
 def started_parse_tids(before: set[int], count: int) -> set[int]:
@@ -162,7 +170,7 @@ def test_close_drops_queued_batches_and_joins_the_threads(tmp_path):
         queue.result(tickets[-1])
     with pytest.raises(RuntimeError, match="closed"):
         queue.submit(chunks, np.array([0]), np.array([0]))
-    assert not mine & parse_tids()  # joined, not left to exit on their own
+    assert ended(mine)  # joined, not left to exit on their own
     with pytest.raises(ValueError, match="at least one thread"):
         RowsQueue(jr.ExampleParser(SPEC), 0)
 
@@ -391,4 +399,4 @@ def test_a_forgotten_read_is_dropped_and_close_drops_queued_reads(tmp_path):
         queue.native.read_result(tickets[-1])
     with pytest.raises(RuntimeError, match="closed"):
         queue.native.submit_read(reader, 0, 1, 512)
-    assert len(mine) == 1 and not mine & parse_tids()  # joined
+    assert len(mine) == 1 and ended(mine)  # joined

@@ -450,7 +450,7 @@ class Loader:
         return reader
 
     def _open_segment(
-        self, position: LoaderPosition, pool: Reads
+        self, position: LoaderPosition, reads: Reads
     ) -> tuple[EpochStream, EpochPlan | None]:
         """The stream of this host's share of the segment ``position`` is in, and its plan.
 
@@ -482,7 +482,7 @@ class Loader:
             hint=position.hint,
             open_reader=self._open_reader,
             chunk_bytes=self.chunk_bytes,
-            pool=pool,
+            reads=reads,
             stats=self._stats,
             skip_errors=self._skip_errors,
         )

@@ -44,7 +44,7 @@ from typing import Any
 import numpy as np
 
 from jaxrec import _native
-from jaxrec._loader.readers import QueueReads, Reads
+from jaxrec._loader.readers import PoolReads, QueueReads, Reads
 from jaxrec._loader.sharding import EpochPlan
 from jaxrec._loader.state import LoaderPosition
 from jaxrec._loader.stats import Stats
@@ -256,10 +256,11 @@ class Pipeline:
         # ... and their threads read the files too, before any parse: num_threads threads in
         # all, not a pool of as many beside them. (The pool then starts no thread, unless
         # files behind URLs need it.)
+        on_pool = PoolReads(self.pool, spec.stats)
         self.reads: Reads = (
-            QueueReads(self.parses.native, spec.stats, self.pool)
+            QueueReads(self.parses.native, spec.stats, on_pool)
             if self.parses is not None
-            else self.pool
+            else on_pool
         )
         self.packed: collections.deque = collections.deque()  # packed, not yet taken
         # Without devices to feed, the consumer finishes batches itself: one thread and one

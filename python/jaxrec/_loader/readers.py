@@ -24,7 +24,7 @@ from jaxrec._loader.spans import SpanTable
 from jaxrec._loader.stats import Stats
 from jaxrec.errors import FileChangedError
 
-__all__ = ["OpenReader", "PieceReader", "QueueReads", "Reads"]
+__all__ = ["OpenReader", "PieceReader", "PoolReads", "QueueReads", "Reads"]
 
 OpenReader = Callable[..., _native.RecordReader]  # opens a file at start_offset= / start_index=
 
@@ -45,6 +45,34 @@ _AUTO_RECORDS = 48
 _AUTO_MAX_BYTES = _native.MAX_POOLED_BLOCK - (1 << 20)
 
 
+def _read_block(
+    reader: _native.RecordReader, skip: int, limit: int, block_bytes: int, stats: Stats
+) -> _native.Chunk | None:
+    """Frames past ``skip`` records, then reads the next chunk (a job on a pool)."""
+    with stats.timed("read_seconds"):
+        if skip and reader.skip(skip) < skip:
+            return None  # the file ends before the piece starts: PieceReader._short() says so
+        return reader.read_chunk(limit, block_bytes)
+
+
+class PoolReads:
+    """Runs the pieces' reads on a Python thread pool.
+
+    A Loader's with transforms read there (their jobs share the pool), and so do the reads of
+    files behind URLs (see :class:`QueueReads`).
+    """
+
+    def __init__(self, pool: concurrent.futures.Executor, stats: Stats) -> None:
+        self.pool = pool
+        self.stats = stats
+
+    def read(
+        self, reader: _native.RecordReader, skip: int, limit: int, block_bytes: int
+    ) -> concurrent.futures.Future:
+        """Starts the read of ``reader``'s next block after framing past ``skip`` records."""
+        return self.pool.submit(_read_block, reader, skip, limit, block_bytes, self.stats)
+
+
 class QueueReads:
     """Runs the pieces' reads on a parse queue's native threads, before its parses.
 
@@ -56,20 +84,20 @@ class QueueReads:
     hand each chunk back): tokens at ``num_threads=1``, 1.13-1.22 -> 0.97-1.03 us per record.
 
     Files behind fsspec URLs are read through Python file objects, and wait on the network
-    rather than on a core: those go to ``pool``, where a wait holds no parse thread.
+    rather than on a core: those go to ``remote``, where a wait holds no parse thread.
     """
 
-    def __init__(
-        self, queue: _native.ParseQueue, stats: Stats, pool: concurrent.futures.Executor
-    ) -> None:
+    def __init__(self, queue: _native.ParseQueue, stats: Stats, remote: PoolReads) -> None:
         self.queue = queue
         self.stats = stats
-        self.pool = pool
+        self.remote = remote
 
     def read(
         self, reader: _native.RecordReader, skip: int, limit: int, block_bytes: int
-    ) -> _QueuedRead:
-        """Queues the read of ``reader``'s next block after framing past ``skip`` records."""
+    ) -> _QueuedRead | concurrent.futures.Future:
+        """Starts the read of ``reader``'s next block after framing past ``skip`` records."""
+        if not isinstance(reader, _native.RecordReader):  # a file behind a URL
+            return self.remote.read(reader, skip, limit, block_bytes)
         ticket = self.queue.submit_read(reader, skip, limit, block_bytes)
         return _QueuedRead(self, ticket)
 
@@ -102,9 +130,8 @@ class _QueuedRead:
             self._reads.queue.forget_read(self._ticket)
 
 
-# What runs a PieceReader's reads: the parse queue's threads, or a Python pool (the Loader
-# with transforms, whose jobs share that pool, and callers without a queue).
-Reads = QueueReads | concurrent.futures.Executor
+# What runs a PieceReader's reads: the parse queue's threads, or a Python pool.
+Reads = QueueReads | PoolReads
 
 
 class PieceReader:
@@ -118,7 +145,7 @@ class PieceReader:
         registry: where chunks go.
         open_reader: opens a file at ``start_offset=`` / ``start_index=``.
         chunk_bytes: the block size; None: :data:`AUTO_CHUNK_BYTES`, grown for large records.
-        pool: runs the reads (:data:`Reads`).
+        reads: runs the reads (:data:`Reads`).
         stats: counts read time, records and bytes.
         skip_errors: bad records are being skipped (a short piece is not an error).
         hint: ``(byte offset, record index)`` of a record of the file at or before the first
@@ -135,7 +162,7 @@ class PieceReader:
         registry: ChunkRegistry,
         open_reader: OpenReader,
         chunk_bytes: int | None,
-        pool: Reads,
+        reads: Reads,
         stats: Stats,
         skip_errors: bool,
         hint: tuple[int, int] | None = None,
@@ -165,7 +192,7 @@ class PieceReader:
         self.registry = registry
         self.auto_chunks = chunk_bytes is None
         self.chunk_bytes = AUTO_CHUNK_BYTES if chunk_bytes is None else chunk_bytes
-        self.pool = pool
+        self.reads = reads
         self.stats = stats
         self.skip_errors = skip_errors
         self.queue: collections.deque = collections.deque()  # [chunk id, chunk, rows, at]
@@ -194,24 +221,7 @@ class PieceReader:
             self.ahead = None
             return
         skip, self._skip = self._skip, 0
-        self.ahead = self._submit_read(self.reader, skip, limit)
-
-    def _submit_read(
-        self, reader: _native.RecordReader, skip: int, limit: int
-    ) -> concurrent.futures.Future | _QueuedRead:
-        """Starts reading the next block, of ``self.chunk_bytes``, where ``self.pool`` reads."""
-        pool = self.pool
-        if isinstance(pool, QueueReads):
-            if isinstance(reader, _native.RecordReader):
-                return pool.read(reader, skip, limit, self.chunk_bytes)
-            pool = pool.pool  # a remote file's reader (see QueueReads)
-        return pool.submit(self._read, reader, skip, limit)
-
-    def _read(self, reader: _native.RecordReader, skip: int, limit: int) -> _native.Chunk | None:
-        with self.stats.timed("read_seconds"):
-            if skip and reader.skip(skip) < skip:
-                return None  # the file ends before the piece starts: _short() says so
-            return reader.read_chunk(limit, self.chunk_bytes)
+        self.ahead = self.reads.read(self.reader, skip, limit, self.chunk_bytes)
 
     def queued(self) -> int:
         """Records read and waiting to be taken."""

@@ -87,7 +87,7 @@ class EpochStream:
         hint: reader positions at or before the interleave position that ``start`` needs.
         open_reader: opens a file at a position.
         chunk_bytes: block size files are read in (None: chosen per piece, see readers.py).
-        pool: runs the reads (the parse queue's threads, or a Python pool).
+        reads: runs the reads (the parse queue's threads, or a Python pool).
         stats: the loader's counters.
         skip_errors: bad records are skipped (``on_error="skip"``).
     """
@@ -105,7 +105,7 @@ class EpochStream:
         hint: StreamHint | None = None,
         open_reader: OpenReader,
         chunk_bytes: int | None,
-        pool: Reads,
+        reads: Reads,
         stats: Stats,
         skip_errors: bool,
     ) -> None:
@@ -122,7 +122,7 @@ class EpochStream:
             "registry": self.registry,
             "open_reader": open_reader,
             "chunk_bytes": chunk_bytes,
-            "pool": pool,
+            "reads": reads,
             "stats": stats,
             "skip_errors": skip_errors,
         }
