@@ -4,11 +4,15 @@
 //! The high bits of 64 bytes are gathered into one bitmap (`pmovmskb`). Twelve of its bits, at
 //! the next varint's start, index a table that says how many whole varints of at most 3 bytes
 //! begin there (up to four), how many bytes they take, and which byte shuffle (`pshufb`) spreads
-//! them into four 32-bit lanes; masks and shifts then close the 7-bit groups. No branch
+//! them into four 32-bit lanes; two multiply-adds then close the 7-bit groups. No branch
 //! depends on a value's width. Where the next step starts comes from a second bitmap, of the
 //! varints' starts, with its four lowest bits cleared (four `blsr` with BMI1): so a step need
 //! not wait for the last step's table lookup, and the steps' loads and shuffles overlap. (The
 //! lookup's byte count chained the steps before: 16 % slower.)
+//!
+//! Whole 64-byte windows of short varints take a fixed five steps each (see
+//! `decode_whole_windows`): no branch then depends on where a window's varints end, and the
+//! windows overlap in the pipeline; the rest of a block takes the general loop.
 //!
 //! [`decode_prefix`] decodes a block from its start and returns where it stopped (always at a
 //! varint's start): at the end, at a last varint cut short (which the caller's scalar decoder
@@ -37,8 +41,11 @@ const LONG_VARINTS: u32 = 4;
 /// One table entry per 12 continuation bits (bit `i` set: byte `i` does not end a varint):
 /// the shuffle's number (bits 8..16), how many varints it takes (bits 4..7, 0 when the first
 /// varint is longer than 3 bytes or does not end in the 12 bytes) and their bytes (bits 0..4).
+///
+/// A `static`, as is [`SHUFFLES`], not a `const`: a `const` array indexed at run time may be
+/// copied onto the stack where it is used (seen here: 8 KiB copied for every block).
 #[cfg(target_arch = "x86_64")]
-const META: [u16; 4096] = {
+static META: [u16; 4096] = {
     let mut meta = [0u16; 4096];
     let mut mask = 0usize;
     while mask < 4096 {
@@ -66,7 +73,7 @@ const META: [u16; 4096] = {
 /// where there is none); its shuffle puts varint `j`'s bytes in the low bytes of lane `j` and
 /// zeros everywhere else (`pshufb` writes 0 where an index has its high bit set).
 #[cfg(target_arch = "x86_64")]
-const SHUFFLES: [[u8; 16]; 256] = {
+static SHUFFLES: [[u8; 16]; 256] = {
     let mut shuffles = [[0x80u8; 16]; 256];
     let mut s = 0usize;
     while s < 256 {
@@ -90,8 +97,8 @@ const SHUFFLES: [[u8; 16]; 256] = {
 #[cfg(target_arch = "x86_64")]
 mod x86 {
     use std::arch::x86_64::{
-        __m128i, _mm_add_epi8, _mm_and_si128, _mm_loadu_si128, _mm_movemask_epi8, _mm_or_si128,
-        _mm_set1_epi32, _mm_set1_epi8, _mm_shuffle_epi8, _mm_srli_epi32, _mm_storeu_si128,
+        __m128i, _mm_add_epi8, _mm_and_si128, _mm_loadu_si128, _mm_madd_epi16, _mm_maddubs_epi16,
+        _mm_movemask_epi8, _mm_set1_epi32, _mm_set1_epi8, _mm_shuffle_epi8, _mm_storeu_si128,
     };
 
     use super::{LONG_VARINTS, META, SHUFFLES};
@@ -155,7 +162,8 @@ mod x86 {
         // Values wait here and go to `out` 64 at a time; each step stores four lanes.
         let mut values = [0u32; 68];
         let mut k = 0usize;
-        let mut pos = 0usize; // a varint's start; `cont` holds the bits of block[pos..pos + 64]
+        // SAFETY: the CPU has SSSE3 (this function's contract).
+        let mut pos = unsafe { decode_whole_windows(block, &mut values, &mut k, out, n)? };
         let mut long_left = LONG_VARINTS;
         'windows: while pos < len {
             // SAFETY (here and below): the CPU has SSSE3 (this function's contract).
@@ -168,9 +176,23 @@ mod x86 {
             let mut off = 0usize; // the next varint's start in the window (12 bits of `cont`)
             while off <= 52 && pos + off < len {
                 let at = pos + off;
-                let meta = META[((cont >> off) & 0xfff) as usize];
+                let mut bits = (cont >> off) & 0xfff;
+                let left = len - at;
+                if left < 12 {
+                    // The block's last bytes: those past its end read as continuing a
+                    // varint, so the table counts only varints that end within the block.
+                    // (Read as ends, they made up varints there, too long for the block, and
+                    // each block's last few varints went to the scalar decoder.)
+                    bits |= (0xfff << left) & 0xfff;
+                }
+                let meta = META[bits as usize];
                 let count = usize::from((meta >> 4) & 7);
                 let used = usize::from(meta & 15);
+                if count == 0 && left < 12 {
+                    // The last varint is cut short (or long): the scalar decoder's.
+                    pos = at;
+                    break 'windows;
+                }
                 if count == 0 {
                     // A varint of 4 or more bytes (or a malformed one). A few are read here one
                     // at a time; a block of many (hashed ids, a vocabulary over 2^21) is the
@@ -205,8 +227,8 @@ mod x86 {
                         short_varints(load16(block, len - 16), moved)
                     }
                 } else {
-                    // The bits past the end read as ends of varints: the last one is cut short.
-                    // The scalar decoder names the error.
+                    // Not reached: the table counts only varints that end within the block
+                    // (see `left` above). Should it ever be, the scalar decoder takes over.
                     pos = at;
                     break 'windows;
                 };
@@ -238,6 +260,63 @@ mod x86 {
         Ok(pos)
     }
 
+    /// Steps a window holds when its varints are all short (4 x 3 bytes each, from offsets
+    /// up to 48: the last step's 12 bits and 16 bytes stay within the window's 64).
+    const STEPS_PER_WINDOW: usize = 5;
+
+    /// The fast path of [`decode_windows`]: whole 64-byte windows of short varints only, five
+    /// steps of four each, returning where it stopped (a varint's start).
+    ///
+    /// A window's steps are fixed in number and none ends early but on a long varint (a
+    /// branch that goes the same way for a whole block of token ids), so the branches are
+    /// predicted and the steps, and the windows after them, overlap. (The general loop's
+    /// window, ending when fewer than 12 of its bits were left, ended on a mispredicted
+    /// branch every five steps or so, and the next window's loads then started from scratch:
+    /// latency, not work, was most of its time.) It stops at the first window not wholly
+    /// in the block or holding a varint of 4 or more bytes, with `values[..*k]` still to be
+    /// written. (Windows of 32 bytes after them, for the last 64 to 113 bytes, gained nothing.)
+    ///
+    /// # Safety
+    /// The CPU has SSSE3.
+    #[inline(always)]
+    unsafe fn decode_whole_windows<T: IntOut>(
+        block: &[u8],
+        values: &mut [u32; 68],
+        k: &mut usize,
+        out: &mut [T],
+        n: &mut usize,
+    ) -> Result<usize, DecodeError> {
+        let mut pos = 0usize;
+        while let Some(window) = block.get(pos..pos + 64) {
+            let window: &[u8; 64] = window.try_into().expect("64 bytes");
+            // SAFETY (here and below): the CPU has SSSE3 (this function's contract).
+            let cont = unsafe { window_continuation_bits(window) };
+            let mut starts = (!cont << 1) | 1;
+            let mut off = 0usize;
+            for _ in 0..STEPS_PER_WINDOW {
+                let meta = META[((cont >> off) & 0xfff) as usize];
+                if (meta >> 4) & 7 != 4 {
+                    return Ok(pos + off);
+                }
+                let order = unsafe { shuffle(usize::from(meta >> 8)) };
+                let lanes = unsafe { short_varints(load16(window, off), order) };
+                store4(values, *k, lanes);
+                *k += 4;
+                for _ in 0..4 {
+                    starts &= starts.wrapping_sub(1);
+                }
+                off = starts.trailing_zeros() as usize;
+            }
+            pos += off;
+            // 20 values a window: written out every third (at most 60 wait, 64 fit).
+            if *k > 64 - 4 * STEPS_PER_WINDOW {
+                put_short(out, n, &values[..*k])?;
+                *k = 0;
+            }
+        }
+        Ok(pos)
+    }
+
     /// The byte shuffle number `s` of [`SHUFFLES`].
     #[inline]
     #[target_feature(enable = "ssse3")]
@@ -250,11 +329,13 @@ mod x86 {
     #[inline]
     #[target_feature(enable = "ssse3")]
     fn short_varints(bytes: __m128i, order: __m128i) -> __m128i {
-        let x = _mm_and_si128(_mm_shuffle_epi8(bytes, order), _mm_set1_epi32(0x007f_7f7f));
-        let low = _mm_and_si128(x, _mm_set1_epi32(0x7f));
-        let mid = _mm_and_si128(_mm_srli_epi32(x, 1), _mm_set1_epi32(0x3f80));
-        let high = _mm_and_si128(_mm_srli_epi32(x, 2), _mm_set1_epi32(0x1f_c000));
-        _mm_or_si128(_mm_or_si128(low, mid), high)
+        // A lane's bytes b0 b1 b2 0, their 7-bit groups kept: b0 + b1 * 2^7 and b2 in its two
+        // 16-bit halves (multiply-add of byte pairs: the groups, below 2^7, read the same as
+        // signed bytes, and 2^7 fits the unsigned factors), then low + high * 2^14 (of pairs
+        // of 16-bit words). Two multiply-adds where shifts, masks and ors took seven.
+        let groups = _mm_and_si128(_mm_shuffle_epi8(bytes, order), _mm_set1_epi32(0x007f_7f7f));
+        let halves = _mm_maddubs_epi16(_mm_set1_epi32(0x0001_8001), groups);
+        _mm_madd_epi16(halves, _mm_set1_epi32(0x4000_0001))
     }
 
     /// Bit `i` set where byte `pos + i` of `block` has its high bit set (continues a varint);
@@ -276,6 +357,17 @@ mod x86 {
                 0
             };
             bits |= u64::from(high) << (16 * i);
+        }
+        bits
+    }
+
+    /// [`continuation_bits`] of a whole window.
+    #[inline]
+    #[target_feature(enable = "ssse3")]
+    fn window_continuation_bits(window: &[u8; 64]) -> u64 {
+        let mut bits = 0u64;
+        for i in 0..4 {
+            bits |= u64::from(_mm_movemask_epi8(load16(window, 16 * i)) as u32) << (16 * i);
         }
         bits
     }
