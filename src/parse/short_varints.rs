@@ -219,18 +219,16 @@ mod x86 {
                 let order = unsafe { shuffle(usize::from(meta >> 8)) };
                 let lanes = if at + 16 <= len {
                     unsafe { short_varints(load16(block, at), order) }
-                } else if at + used <= len {
+                } else {
                     // The block's last bytes: load its last 16 and move the shuffle's indices
-                    // up by as many (an index with its high bit set still writes a zero).
+                    // up by as many (an index with its high bit set still writes a zero). The
+                    // varints taken end within the block (the table saw the bytes past its
+                    // end as continuing one, see `left`).
+                    debug_assert!(at + used <= len);
                     unsafe {
                         let moved = _mm_add_epi8(order, _mm_set1_epi8((at + 16 - len) as i8));
                         short_varints(load16(block, len - 16), moved)
                     }
-                } else {
-                    // Not reached: the table counts only varints that end within the block
-                    // (see `left` above). Should it ever be, the scalar decoder takes over.
-                    pos = at;
-                    break 'windows;
                 };
                 store4(&mut values, k, lanes);
                 k += count;
