@@ -162,6 +162,13 @@ class ParseQueue:
     def submit(
         self, chunks: list[Chunk], which: npt.NDArray[np.int64], rows: npt.NDArray[np.int64]
     ) -> int: ...
+    def submit_handles(
+        self,
+        chunks: list[Chunk],
+        ids: list[int],
+        handles: npt.NDArray[np.uint64],
+        batch_size: int,
+    ) -> tuple[int, int]: ...
     def result(
         self, ticket: int, timeout: float | None = None
     ) -> tuple[ParsedBatch, float] | None: ...

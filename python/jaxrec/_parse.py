@@ -18,6 +18,7 @@ import numpy as np
 from jaxrec import _native
 from jaxrec._assemble import assemble, flatten
 from jaxrec._composite import CompiledSpec, Composite, compile_features
+from jaxrec._loader.chunks import ChunkRegistry
 from jaxrec._spec import (
     KIND_FIXED,
     KIND_SEQUENCE,
@@ -441,6 +442,29 @@ class RowsQueue:
         which = np.asarray(which, dtype=np.int64)
         rows = np.asarray(rows, dtype=np.int64)
         return self._queue.submit(chunks, which, rows), chunks, which, rows
+
+    def submit_handles(
+        self, chunks: list[_native.Chunk], ids: list[int], handles: np.ndarray, batch_size: int
+    ) -> list[tuple]:
+        """Queues the records ``handles`` name as consecutive batches of ``batch_size`` rows.
+
+        A handle is ``chunk id << 32 | row`` (:mod:`jaxrec._loader.chunks`); ``chunks`` and
+        ``ids`` are the chunks and their ids. The last batch may be shorter; no handles make
+        no batch. One native call for them all.
+
+        Returns:
+            the batches' tickets, in order, for :meth:`result`.
+        """
+        handles = np.asarray(handles, dtype=np.uint64)
+        first, count = self._queue.submit_handles(chunks, ids, handles, batch_size)
+        if self._form is not None:  # result() needs no picks: the native side knows them
+            return [(first + k, None, None, None) for k in range(count)]
+        chunks, which, rows = ChunkRegistry.picks(dict(zip(ids, chunks, strict=True)), handles)
+        b = batch_size
+        return [
+            (first + k, chunks, which[k * b : (k + 1) * b], rows[k * b : (k + 1) * b])
+            for k in range(count)
+        ]
 
     def result(
         self, ticket: tuple, timeout: float | None = None

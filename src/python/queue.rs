@@ -8,6 +8,8 @@
 //!
 //! ```text
 //! submit(chunks, which, rows) -> ticket   (checks the picks, queues the job; GIL held briefly)
+//! submit_handles(chunks, ids, handles, n)  (records named by handles, in batches of n rows:
+//!   -> (first ticket, count)                the Loader's planner submits a group in one call)
 //!   worker threads                         (parse with no GIL; the result waits by ticket)
 //! result(ticket, timeout)                  (waits with the GIL released, then makes the
 //!                                           numpy columns: the one step that needs Python)
@@ -35,7 +37,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use numpy::PyReadonlyArray1;
-use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::exceptions::{PyIndexError, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
@@ -48,7 +50,8 @@ use crate::parse::ParsedBatch;
 /// One batch to parse: row i is record `picks[i].1` of `chunks[picks[i].0]`.
 struct Job {
     ticket: u64,
-    chunks: Vec<Py<Chunk>>,
+    /// Shared by the batches of one `submit_batches` call.
+    chunks: Arc<Vec<Py<Chunk>>>,
     picks: Vec<(usize, usize)>,
 }
 
@@ -57,7 +60,7 @@ struct Done {
     /// Borrows from `chunks`' buffers and from the parser's spec (see [`parse_job`]); declared
     /// first so that it is dropped before them.
     parsed: Result<ParsedBatch<'static>>,
-    chunks: Vec<Py<Chunk>>,
+    chunks: Arc<Vec<Py<Chunk>>>,
     picks: Vec<(usize, usize)>,
     seconds: f64,
 }
@@ -173,10 +176,10 @@ fn parse_job(
     }
     // SAFETY: the borrowed bytes live in heap buffers owned by the `Chunk` objects of
     // `job.chunks` (an `Arc<Block>` each, never mutated or moved while shared, and back in the
-    // block pool only once the last reference is dropped) and in the
-    // frozen `ExampleParser` object that `Shared::parser` keeps alive. `Done` keeps every
-    // chunk reference next to the result and drops the result first, and `Shared` outlives
-    // every `Done`; so the bytes outlive every use of the result.
+    // block pool only once the last reference is dropped) and in the frozen `ExampleParser`
+    // object that `Shared::parser` keeps alive. `Done` keeps the chunks (its own `Arc` of
+    // their references) next to the result and drops the result first, and `Shared`
+    // outlives every `Done`; so the bytes outlive every use of the result.
     unsafe { std::mem::transmute::<Result<ParsedBatch<'_>>, Result<ParsedBatch<'static>>>(parsed) }
 }
 
@@ -409,7 +412,7 @@ impl ParseQueue {
     ) -> PyResult<u64> {
         let refs: Vec<&Chunk> = chunks.iter().map(Bound::get).collect();
         let picks = picks(&refs, which.as_slice()?, rows.as_slice()?)?;
-        let chunks: Vec<Py<Chunk>> = chunks.into_iter().map(Bound::unbind).collect();
+        let chunks = Arc::new(chunks.into_iter().map(Bound::unbind).collect());
         self.enqueue(|st, ticket| {
             st.open.insert(ticket);
             st.todo.push_back(Job {
@@ -418,6 +421,90 @@ impl ParseQueue {
                 picks,
             });
         })
+    }
+
+    /// Queues records named by handles as consecutive batches of `batch_size` rows (the last
+    /// may be shorter); returns `(first ticket, batches)`: the batches' tickets are
+    /// consecutive. No handles: no batch, `(next ticket, 0)`.
+    ///
+    /// Handle `h` is record `h & 0xFFFF_FFFF` of the chunk whose id is `h >> 32`; `chunks` and
+    /// `ids` are chunks and their ids (the Loader's chunk registry), of which the batches keep
+    /// only those they use.
+    ///
+    /// One call for a group of batches: a call per batch cost the planner the GIL, a
+    /// conversion of its picks and a wake-up of a thread each time, and turning handles into
+    /// picks in numpy cost it more than the rest of its work on a group.
+    ///
+    /// Raises:
+    ///     IndexError: a handle names no record of the chunks.
+    ///     ValueError: `batch_size` is 0, or `chunks` and `ids` differ in length.
+    ///     RuntimeError: the queue is closed.
+    fn submit_handles<'py>(
+        &self,
+        chunks: Vec<Bound<'py, Chunk>>,
+        ids: Vec<u64>,
+        handles: PyReadonlyArray1<'py, u64>,
+        batch_size: usize,
+    ) -> PyResult<(u64, u64)> {
+        if batch_size == 0 {
+            return Err(PyValueError::new_err("batch_size must be at least 1"));
+        }
+        if chunks.len() != ids.len() {
+            return Err(PyValueError::new_err(
+                "chunks and ids must have the same length",
+            ));
+        }
+        // By id, sorted and searched (a hash map's lookups were most of the call); a run of
+        // handles into one chunk looks it up once.
+        let mut by_id: Vec<(u64, usize)> = ids.iter().enumerate().map(|(i, &id)| (id, i)).collect();
+        by_id.sort_unstable();
+        let lens: Vec<usize> = chunks.iter().map(|c| c.get().inner.len()).collect();
+        // Where each chunk the handles use goes in the batches' own list (usize::MAX: unused).
+        let mut slot = vec![usize::MAX; chunks.len()];
+        let mut used: Vec<Py<Chunk>> = Vec::new();
+        let mut picks = Vec::with_capacity(handles.len()?);
+        let mut last: Option<(u64, Option<usize>)> = None;
+        for &h in handles.as_slice()? {
+            let (id, row) = (h >> 32, (h & 0xFFFF_FFFF) as usize);
+            let at = match last {
+                Some((seen, at)) if seen == id => at,
+                _ => by_id
+                    .binary_search_by_key(&id, |&(id, _)| id)
+                    .ok()
+                    .map(|k| by_id[k].1),
+            };
+            last = Some((id, at));
+            let Some(c) = at.filter(|&c| row < lens[c]) else {
+                return Err(PyIndexError::new_err(format!(
+                    "no record {row} in chunk {id} (handle {h})"
+                )));
+            };
+            if slot[c] == usize::MAX {
+                slot[c] = used.len();
+                used.push(chunks[c].clone().unbind());
+            }
+            picks.push((slot[c], row));
+        }
+        let chunks = Arc::new(used);
+        let mut st = self.shared.lock();
+        if st.closed {
+            return Err(PyRuntimeError::new_err("the ParseQueue is closed"));
+        }
+        let first = st.next_ticket;
+        for part in picks.chunks(batch_size) {
+            let ticket = st.next_ticket;
+            st.next_ticket += 1;
+            st.open.insert(ticket);
+            st.todo.push_back(Job {
+                ticket,
+                chunks: Arc::clone(&chunks),
+                picks: part.to_vec(),
+            });
+        }
+        let count = st.next_ticket - first;
+        drop(st);
+        self.shared.work.notify_all();
+        Ok((first, count))
     }
 
     /// The parsed batch of `ticket` and the seconds its parse took, waiting for it at most

@@ -502,20 +502,26 @@ def test_the_handoff_counts_its_depth_as_prefetched_and_holds_a_group_more():
 
     h = _Handoff(3)
     for i in range(3):
-        h.put(i, timeout=0)
+        h.put([i], timeout=0)
     with pytest.raises(queue.Full):
-        h.put(3, timeout=0.01)  # full without a group ahead (with transforms)
-    for i in range(3, 7):
-        h.put(i, timeout=0, ahead=4)  # the planner's group waits beyond the prefetch
+        h.put([3], timeout=0.01)  # full without a group ahead (with transforms)
+    h.wait_room(4, timeout=0, ahead=4)  # a group of 4 fits while at most 3 wait
+    h.put([3, 4, 5, 6], timeout=0, ahead=4)  # the planner's group waits beyond the prefetch
     with pytest.raises(queue.Full):
-        h.put(7, timeout=0.01, ahead=4)
+        h.wait_room(4, timeout=0.01, ahead=4)  # 7 wait: the next group waits for room
+    with pytest.raises(queue.Full):
+        h.put([7], timeout=0.01, ahead=1)
     assert h.qsize() == 3 and not h.empty()  # prefetched: the depth, not the group
-    assert [h.get(timeout=0) for _ in range(5)] == [0, 1, 2, 3, 4]  # in order
-    assert h.qsize() == 2
+    assert [h.get(timeout=0) for _ in range(4)] == [0, 1, 2, 3]  # in order, across groups
+    assert h.qsize() == 3
+    h.put([7, 8], timeout=0, ahead=2)
+    assert [h.get(timeout=0) for _ in range(5)] == [4, 5, 6, 7, 8]
     h.clear()
     assert h.qsize() == 0 and h.empty()
     with pytest.raises(queue.Empty):
         h.get(timeout=0.01)
+    h.put([9, 10, 11, 12, 13], timeout=0)  # a group larger than the room goes when none wait
+    assert [h.get(timeout=0) for _ in range(5)] == [9, 10, 11, 12, 13]
 
 
 def test_the_handoff_wakes_its_waiters_at_once():
@@ -529,17 +535,28 @@ def test_the_handoff_wakes_its_waiters_at_once():
     taker.start()
     time.sleep(0.05)
     start = time.monotonic()
-    h.put("batch", timeout=0)
+    h.put(["batch"], timeout=0)
     taker.join(10)
     assert got == ["batch"] and time.monotonic() - start < 5
-    h.put("first", timeout=0)
-    putter = threading.Thread(target=lambda: h.put("second", timeout=30))
+    h.put(["first"], timeout=0)
+    putter = threading.Thread(target=lambda: h.put(["second"], timeout=30))
     putter.start()
     time.sleep(0.05)
     start = time.monotonic()
     assert h.get(timeout=0) == "first"
     putter.join(10)
     assert h.get(timeout=0) == "second" and time.monotonic() - start < 5
+    # A group waiting for room is woken when the consumer has taken enough for it to fit.
+    h = _Handoff(2)
+    h.put(["a", "b", "c", "d"], timeout=0, ahead=4)
+    grouped = threading.Thread(target=lambda: h.put(["e", "f", "g", "h"], timeout=30, ahead=4))
+    grouped.start()
+    time.sleep(0.05)
+    start = time.monotonic()
+    assert [h.get(timeout=0), h.get(timeout=0)] == ["a", "b"]  # 2 left: the group fits
+    grouped.join(10)
+    assert not grouped.is_alive() and time.monotonic() - start < 5
+    assert [h.get(timeout=0) for _ in range(6)] == ["c", "d", "e", "f", "g", "h"]
 
 
 @pytest.mark.parametrize("shuffle", [False, True])

@@ -18,6 +18,7 @@ from os_threads import thread_names
 import jaxrec as jr
 from jaxrec import _native
 from jaxrec._loader.batcher import Batcher
+from jaxrec._loader.chunks import ChunkRegistry
 from jaxrec._parse import BatchForm, BatchOutput, RowsQueue
 from jaxrec.errors import ExampleParseError, JaxrecError
 
@@ -107,6 +108,74 @@ def test_results_equal_parse_rows_in_any_order_taken(tmp_path):
             parsed, seconds = queue.result(tickets[i])
             assert seconds >= 0
             assert_same(parsed, parser.parse_rows(chunks, *batches[i]))
+
+
+def test_batches_submitted_by_handles_equal_batches_submitted_one_by_one(tmp_path):
+    # The Loader's planner submits a group of batches in one call, its records named by
+    # handles into its chunk registry (of which the batches keep only the chunks they use).
+    path = write(tmp_path / "a.tfrecord", 60, bad=41)
+    chunks = chunks_of(path, 16)
+    registry = ChunkRegistry()
+    ids = [registry.add(0, c, c.payload_bytes) for c in chunks]
+    parser = jr.ExampleParser(SPEC)
+    rng = np.random.default_rng(1)
+    which = rng.integers(0, 3, 23)  # chunk 3 is registered, not used
+    rows = np.array([rng.integers(0, len(chunks[w])) for w in which])
+    which[7], rows[7] = 2, 41 - 32  # record 41, in the second batch
+    handles = np.concatenate(
+        [registry.handles(ids[w], rows[i : i + 1]) for i, w in enumerate(which)]
+    )
+    bad_at = [i for i in range(23) if which[i] == 2 and rows[i] == 41 - 32]
+    live, live_ids = registry.live()
+    assert live_ids == ids
+    with opened(parser, 2) as queue:
+        tickets = queue.submit_handles(live[::-1], live_ids[::-1], handles, 5)  # any order
+        assert len(tickets) == 5  # 5, 5, 5, 5 and 3 rows
+        assert len(queue._queue) == 5
+        for k in [3, 0, 4, 1, 2]:  # taken in any order
+            lo, hi = 5 * k, min(5 * k + 5, 23)
+            if any(lo <= i < hi for i in bad_at):
+                with pytest.raises(ExampleParseError) as e:
+                    queue.result(tickets[k])
+                assert e.value.path == path and e.value.record_index == 41
+                continue
+            parsed, _ = queue.result(tickets[k])
+            assert_same(parsed, parser.parse_rows(chunks, which[lo:hi], rows[lo:hi]))
+        assert queue.submit_handles(live, live_ids, handles[:0], 5) == []  # none, no batch
+        outside = [
+            registry.handles(ids[0], np.array([16])),  # past the chunk's end
+            registry.handles(99, np.array([0])),  # no such chunk
+        ]
+        for bad in outside:
+            with pytest.raises(IndexError):  # one bad handle: none of the batches is queued
+                queue.submit_handles(live, live_ids, np.concatenate([handles, bad]), 1)
+        with pytest.raises(ValueError):
+            queue.submit_handles(live, live_ids, handles, 0)
+        with pytest.raises(ValueError):
+            queue.submit_handles(live, live_ids[1:], handles, 5)
+        assert len(queue._queue) == 0
+
+
+def test_batches_by_handles_are_finished_as_batches_by_picks(tmp_path):
+    chunks = chunks_of(write(tmp_path / "a.tfrecord", 40), 16)
+    registry = ChunkRegistry()
+    ids = [registry.add(0, c, c.payload_bytes) for c in chunks]
+    parser = jr.ExampleParser(SPEC)
+    batcher = Batcher(parser.parse_rows(chunks, np.zeros(0, np.int64), np.zeros(0, np.int64)), 4)
+    which, rows = np.array([2, 0, 1, 1, 0, 2]), np.array([3, 15, 0, 9, 4, 7])
+    handles = np.concatenate(
+        [registry.handles(ids[w], rows[i : i + 1]) for i, w in enumerate(which)]
+    )
+    with opened(parser, 2, batcher) as by_handles, opened(parser, 2, batcher) as by_picks:
+        tickets = by_handles.submit_handles(*registry.live(), handles, 4)
+        assert len(tickets) == 2
+        for k, ticket in enumerate(tickets):
+            want, _ = by_picks.result(
+                by_picks.submit(chunks, which[4 * k : 4 * k + 4], rows[4 * k : 4 * k + 4])
+            )
+            got, _ = by_handles.result(ticket)
+            assert_same(got, want)
+            assert got["mask"].tolist() == ([True] * 4 if k == 0 else [True, True, False, False])
 
 
 def test_a_bad_record_is_that_batch_error_naming_file_index_and_offset(tmp_path):

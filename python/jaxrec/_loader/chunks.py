@@ -11,7 +11,7 @@ A handle is only meaningful while its chunk is registered; a saved state never h
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 import numpy as np
 
@@ -35,6 +35,7 @@ class ChunkRegistry:
         self._chunks: dict[int, tuple[int, _native.Chunk, int]] = {}
         self._next_id = 0
         self.nbytes = 0  # the registered chunks' sizes, summed
+        self.records = 0  # and their records
 
     def __len__(self) -> int:
         return len(self._chunks)
@@ -45,7 +46,12 @@ class ChunkRegistry:
         self._next_id += 1
         self._chunks[cid] = (file, chunk, nbytes)
         self.nbytes += nbytes
+        self.records += len(chunk)
         return cid
+
+    def live(self) -> tuple[list[_native.Chunk], list[int]]:
+        """Every registered chunk and its id (what ``RowsQueue.submit_handles`` takes)."""
+        return [v[1] for v in self._chunks.values()], list(self._chunks)
 
     @staticmethod
     def handles(cid: int, rows: np.ndarray) -> np.ndarray:
@@ -57,6 +63,13 @@ class ChunkRegistry:
 
         ``chunks`` holds the chunks ``handles`` use, in id order.
         """
+        return self.picks({k: v[1] for k, v in self._chunks.items()}, handles)
+
+    @staticmethod
+    def picks(
+        chunks: Mapping[int, _native.Chunk], handles: np.ndarray
+    ) -> tuple[list[_native.Chunk], np.ndarray, np.ndarray]:
+        """:meth:`resolve` over the chunks ``chunks`` holds by id."""
         ids = (handles >> np.uint64(_ROW_BITS)).astype(np.int64)
         rows = (handles & np.uint64(_ROW_MASK)).astype(np.int64)
         if len(ids) == 0:
@@ -73,16 +86,18 @@ class ChunkRegistry:
             used[ids - low] = True
             unique = np.flatnonzero(used) + low
             which = (np.cumsum(used) - 1)[ids - low]
-        chunks = [self._chunks[i][1] for i in unique.tolist()]
-        return chunks, which.astype(np.int64, copy=False), rows
+        used = [chunks[i] for i in unique.tolist()]
+        return used, which.astype(np.int64, copy=False), rows
 
     def keep_only(self, live: Iterable[int]) -> None:
         """Drops every chunk whose id is not in ``live`` (their buffers are freed)."""
         live = set(live)
         self._chunks = {k: v for k, v in self._chunks.items() if k in live}
         self.nbytes = sum(v[2] for v in self._chunks.values())
+        self.records = sum(len(v[1]) for v in self._chunks.values())
 
     def clear(self) -> None:
         """Drops every chunk."""
         self._chunks = {}
         self.nbytes = 0
+        self.records = 0

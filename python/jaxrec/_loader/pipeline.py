@@ -2,9 +2,9 @@
 
 ::
 
-    planner thread   epoch streams -> groups of batches of record handles; submits one parse
-        │            per batch, up to a group ahead of the prefetch (_Handoff); reads run
-        │            ahead on the pool
+    planner thread   epoch streams -> groups of batches of record handles; submits a group's
+        │            parses in one call and hands the group over at once, up to a group
+        │            ahead of the prefetch (_Handoff); reads run ahead
     parse queue      (without transforms) N native threads parse and pad each batch with no
         │            Python object (jaxrec._parse.RowsQueue): one call submits, one takes
         │            the finished batch
@@ -62,8 +62,9 @@ _GROUP_RECORDS = 16_384
 _MAX_GROUP = 64
 # ... and a cap in bytes: the parses of a step are submitted only once all of its records are
 # read, so large records (images: ~150 KB each) in steps of 16k records held GBs and left the
-# pool idle while the planner waited on reads. Record sizes come from the data already planned
-# (deterministic: the same on every run, whatever the threads).
+# pool idle while the planner waited on reads. Record sizes come from the chunks read and still
+# held (deterministic: the same on every run, whatever the threads; a group's size changes when
+# batches are parsed, never which records they hold).
 _GROUP_BYTES = 16 << 20
 _STOP_TIMEOUT = 30.0  # seconds stop() waits for the threads
 
@@ -90,6 +91,10 @@ class BatchInfo:
 class _Handoff:
     """Batches on their way to the consumer (or the feeder, from the planner), in order.
 
+    Batches come in groups (:meth:`put` adds a list) and leave one at a time (:meth:`get`):
+    the planner hands over a group of batches with one lock and one wake-up, where a hand-off
+    per batch cost the GIL and a context switch each time.
+
     The first ``depth`` (the prefetch plus the parse threads) are the batches prepared ahead
     that ``queue_depth`` reports. Without transforms the planner may add up to a group more
     (``ahead``), whose parses are queued already: it plans its next group (reads and Python,
@@ -100,45 +105,69 @@ class _Handoff:
 
     def __init__(self, depth: int) -> None:
         self.depth = depth
-        self._items: collections.deque = collections.deque()
+        self._groups: collections.deque[collections.deque] = collections.deque()
+        self._count = 0  # batches waiting, over all groups
+        self._limit = depth  # the count below which the planner's next put fits
         self._cond = threading.Condition()
 
-    def put(self, item: Any, timeout: float, ahead: int = 0) -> None:
-        """Appends ``item`` once fewer than ``depth + ahead`` wait.
+    def wait_room(self, n: int, timeout: float, ahead: int = 0) -> None:
+        """Waits until ``n`` more batches fit: at most ``depth + ahead`` wait then.
 
         Raises:
             queue.Full: not within ``timeout`` seconds.
         """
         with self._cond:
-            if not self._cond.wait_for(lambda: len(self._items) < self.depth + ahead, timeout):
+            # A group larger than the room still goes once nothing waits (never a deadlock).
+            self._limit = max(1, self.depth + ahead - n + 1)
+            if not self._cond.wait_for(lambda: self._count < self._limit, timeout):
                 raise queue.Full
-            self._items.append(item)
+
+    def put(self, items: list, timeout: float, ahead: int = 0) -> None:
+        """Appends the batches ``items`` once they fit (see :meth:`wait_room`).
+
+        Raises:
+            queue.Full: not within ``timeout`` seconds.
+        """
+        with self._cond:
+            self._limit = max(1, self.depth + ahead - len(items) + 1)
+            if not self._cond.wait_for(lambda: self._count < self._limit, timeout):
+                raise queue.Full
+            self._groups.append(collections.deque(items))
+            self._count += len(items)
             self._cond.notify_all()
 
     def get(self, timeout: float) -> Any:
-        """The first item.
+        """The first batch.
 
         Raises:
             queue.Empty: none within ``timeout`` seconds.
         """
         with self._cond:
-            if not self._cond.wait_for(lambda: self._items, timeout):
+            if not self._cond.wait_for(lambda: self._count, timeout):
                 raise queue.Empty
-            item = self._items.popleft()
-            self._cond.notify_all()
+            group = self._groups[0]
+            item = group.popleft()
+            if not group:
+                self._groups.popleft()
+            self._count -= 1
+            # Wakes the planner only when its next group has just come to fit: a wake-up per
+            # batch made it take the GIL to find it still had to wait.
+            if self._count == self._limit - 1:
+                self._cond.notify_all()
             return item
 
     def qsize(self) -> int:
         """Batches prepared ahead, up to ``depth`` (those beyond are the planner's group)."""
-        return min(len(self._items), self.depth)
+        return min(self._count, self.depth)
 
     def empty(self) -> bool:
-        return not self._items
+        return not self._count
 
     def clear(self) -> None:
         """Drops every item (and the chunks they hold)."""
         with self._cond:
-            self._items.clear()
+            self._groups.clear()
+            self._count = 0
             self._cond.notify_all()
 
 
@@ -288,9 +317,22 @@ class Pipeline:
 
     # Queue helpers that give up when the run is stopped (so nothing blocks forever).
     def _put(self, q: _Handoff, item: Any, ahead: int = 0) -> bool:
+        """Hands over one batch (or END, or a failure)."""
+        return self._put_all(q, [item], ahead)
+
+    def _put_all(self, q: _Handoff, items: list, ahead: int = 0) -> bool:
         while not self._stop.is_set():
             try:
-                q.put(item, timeout=_POLL, ahead=ahead)
+                q.put(items, timeout=_POLL, ahead=ahead)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def _wait_room(self, q: _Handoff, n: int, ahead: int) -> bool:
+        while not self._stop.is_set():
+            try:
+                q.wait_room(n, timeout=_POLL, ahead=ahead)
                 return True
             except queue.Full:
                 continue
@@ -316,7 +358,7 @@ class Pipeline:
         b = s.batch_size
         position = s.start
         empty_epochs = 0
-        record_bytes = 0.0  # mean payload of the records planned so far; 0: none yet
+        record_bytes = 0.0  # mean payload of the records read and held; 0: none yet
         while s.num_epochs is None or position.epoch < s.num_epochs:
             epoch, segments = position.epoch, position.segments
             stream, plan = s.open_segment(position, self.reads)
@@ -336,14 +378,21 @@ class Pipeline:
                         group = -(-len(handles) // b)
                         if group == 0:
                             break
-                    chunks, which, rows = stream.resolve(handles)
-                    if chunks:
-                        record_bytes = sum(c.payload_bytes for c in chunks) / sum(
-                            len(c) for c in chunks
-                        )
-                    for j in range(group):
-                        if self._stop.is_set():
+                    if stream.registry.records:
+                        record_bytes = stream.registry.nbytes / stream.registry.records
+                    if s.transforms is None:
+                        # The whole group at once: its parses queued in one call and its
+                        # batches handed over with one lock. It may wait beyond the prefetch
+                        # (up to a group more): the planner plans the next group while the
+                        # consumer takes them (see _Handoff). Room first, so parses run at
+                        # most that far ahead.
+                        if not self._wait_room(self.inflight, group, group):
                             return
+                        tickets = self.parses.submit_handles(*stream.registry.live(), handles, b)
+                    else:
+                        chunks, which, rows = stream.resolve(handles)
+                    items = []
+                    for j in range(group):
                         lo, hi = min(j * b, len(handles)), min((j + 1) * b, len(handles))
                         real = hi - lo
                         if plan is None:
@@ -356,19 +405,20 @@ class Pipeline:
                             else LoaderPosition(epoch, segments, done + 1, hint)
                         )
                         info = BatchInfo(epoch, before + done, real, last)
-                        part = (chunks, which[lo:hi], rows[lo:hi])
-                        job = None
-                        if s.transforms is not None:
-                            job = self.pool.submit(self._prepare, *part, info)
-                        elif real:
-                            job = self.parses.submit(*part)
-                        # Without transforms the whole group may wait beyond the prefetch:
-                        # its parses are queued, and the planner plans the next group while
-                        # the consumer takes them (see _Handoff).
-                        ahead = group if self.parses is not None else 0
-                        if not self._put(self.inflight, (job, real, after, info), ahead):
-                            return
                         done += 1
+                        if s.transforms is None:
+                            items.append((tickets[j] if real else None, real, after, info))
+                            continue
+                        # With transforms a batch is one job on the pool, submitted only once
+                        # it fits: a group's worth of transformed batches would pile up.
+                        if self._stop.is_set():
+                            return
+                        part = (chunks, which[lo:hi], rows[lo:hi])
+                        job = self.pool.submit(self._prepare, *part, info)
+                        if not self._put(self.inflight, (job, real, after, info)):
+                            return
+                    if items and not self._put_all(self.inflight, items, group):
+                        return
                     if plan is None and stream.exhausted:
                         break
                 if plan is not None:
@@ -461,6 +511,8 @@ class Pipeline:
                 raise item.exc
             if item is END or self.feeding:
                 return item
+            if self.stage is None:
+                return self._ready(item)
             self.packed.extend(self._ready_all(item))
 
     def queue_depth(self) -> int:

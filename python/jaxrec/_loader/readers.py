@@ -195,7 +195,8 @@ class PieceReader:
         self.reads = reads
         self.stats = stats
         self.skip_errors = skip_errors
-        self.queue: collections.deque = collections.deque()  # [chunk id, chunk, rows, at]
+        # [chunk id, chunk, wanted rows, handles of those rows, rows taken so far]
+        self.queue: collections.deque = collections.deque()
         self.ahead: concurrent.futures.Future | _QueuedRead | None = None
         self.reader: _native.RecordReader | None = None
         if self.need == 0:
@@ -225,7 +226,7 @@ class PieceReader:
 
     def queued(self) -> int:
         """Records read and waiting to be taken."""
-        return sum(len(rows) - at for _, _, rows, at in self.queue)
+        return sum(len(rows) - at for _, _, rows, _, at in self.queue)
 
     def ensure(self, n: int) -> int:
         """Reads until ``n`` records wait (or the piece has no more); returns how many wait."""
@@ -245,6 +246,8 @@ class PieceReader:
         idx = chunk.indices.astype(np.int64)
         if self.keep is not None:
             rows = np.flatnonzero(np.isin(idx, self.keep))
+        elif len(idx) and idx[0] >= self.first and (self.last is None or idx[-1] <= self.last):
+            rows = np.arange(len(idx))  # the usual chunk: every record wanted (indices ascend)
         elif self.last is None:
             rows = np.flatnonzero(idx >= self.first)
         else:
@@ -258,7 +261,8 @@ class PieceReader:
             )
         if len(rows):
             cid = self.registry.add(self.file, chunk, nbytes)
-            self.queue.append([cid, chunk, rows, 0])
+            # The handles once per chunk; takes hand out views of them.
+            self.queue.append([cid, chunk, rows, ChunkRegistry.handles(cid, rows), 0])
             self.stats.add(records=len(rows))
         self.stats.add(bytes=nbytes)
         self._read_ahead()
@@ -282,14 +286,16 @@ class PieceReader:
             if not self.queue:
                 continue
             entry = self.queue[0]
-            cid, _chunk, rows, at = entry
-            got = rows[at : at + need]
-            parts.append(ChunkRegistry.handles(cid, got))
+            _cid, _chunk, rows, handles, at = entry
+            got = handles[at : at + need]
+            parts.append(got)
             need -= len(got)
             self.found += len(got)
-            entry[3] = at + len(got)
-            if entry[3] >= len(rows):
+            entry[4] = at + len(got)
+            if entry[4] >= len(rows):
                 self.queue.popleft()
+        if len(parts) == 1:
+            return parts[0]  # a view: handles are never written to
         return np.concatenate(parts) if parts else np.empty(0, np.uint64)
 
     def _short(self, missing: int) -> None:
@@ -309,7 +315,7 @@ class PieceReader:
     def position(self) -> tuple[int, int] | None:
         """``(byte offset, record index)`` of the next record to take, if known."""
         if self.queue:
-            _cid, chunk, rows, at = self.queue[0]
+            _cid, chunk, rows, _handles, at = self.queue[0]
             row = int(rows[at])
             return int(chunk.file_offsets[row]), int(chunk.indices[row])
         return None
