@@ -93,7 +93,10 @@ class _Handoff:
 
     Batches come in groups (:meth:`put` adds a list) and leave one at a time (:meth:`get`):
     the planner hands over a group of batches with one lock and one wake-up, where a hand-off
-    per batch cost the GIL and a context switch each time.
+    per batch cost the GIL and a context switch each time. One thread puts and one thread
+    gets (the planner or the feeder; the consumer or the feeder): the taker pops batches of
+    the group it holds without the lock, and takes it only to fetch the next group or to wake
+    the planner.
 
     The first ``depth`` (the prefetch plus the parse threads) are the batches prepared ahead
     that ``queue_depth`` reports. Without transforms the planner may add up to a group more
@@ -106,9 +109,16 @@ class _Handoff:
     def __init__(self, depth: int) -> None:
         self.depth = depth
         self._groups: collections.deque[collections.deque] = collections.deque()
-        self._count = 0  # batches waiting, over all groups
-        self._limit = depth  # the count below which the planner's next put fits
+        self._held: collections.deque = collections.deque()  # the taker's group
+        # Batches put and taken so far; each is written by one thread only (the GIL makes the
+        # writes whole), and their difference is what waits.
+        self._put_count = 0
+        self._taken = 0
+        self._limit = depth  # fewer than this must wait for the putter's next put to fit
         self._cond = threading.Condition()
+
+    def _fits(self) -> bool:
+        return self._put_count - self._taken < self._limit
 
     def wait_room(self, n: int, timeout: float, ahead: int = 0) -> None:
         """Waits until ``n`` more batches fit: at most ``depth + ahead`` wait then.
@@ -119,7 +129,7 @@ class _Handoff:
         with self._cond:
             # A group larger than the room still goes once nothing waits (never a deadlock).
             self._limit = max(1, self.depth + ahead - n + 1)
-            if not self._cond.wait_for(lambda: self._count < self._limit, timeout):
+            if not self._cond.wait_for(self._fits, timeout):
                 raise queue.Full
 
     def put(self, items: list, timeout: float, ahead: int = 0) -> None:
@@ -130,10 +140,10 @@ class _Handoff:
         """
         with self._cond:
             self._limit = max(1, self.depth + ahead - len(items) + 1)
-            if not self._cond.wait_for(lambda: self._count < self._limit, timeout):
+            if not self._cond.wait_for(self._fits, timeout):
                 raise queue.Full
             self._groups.append(collections.deque(items))
-            self._count += len(items)
+            self._put_count += len(items)
             self._cond.notify_all()
 
     def get(self, timeout: float) -> Any:
@@ -142,32 +152,36 @@ class _Handoff:
         Raises:
             queue.Empty: none within ``timeout`` seconds.
         """
-        with self._cond:
-            if not self._cond.wait_for(lambda: self._count, timeout):
-                raise queue.Empty
-            group = self._groups[0]
-            item = group.popleft()
-            if not group:
-                self._groups.popleft()
-            self._count -= 1
-            # Wakes the planner only when its next group has just come to fit: a wake-up per
-            # batch made it take the GIL to find it still had to wait.
-            if self._count == self._limit - 1:
+        if not self._held:
+            with self._cond:
+                if not self._cond.wait_for(lambda: self._groups, timeout):
+                    raise queue.Empty
+                self._held = self._groups.popleft()
+        try:
+            item = self._held.popleft()
+        except IndexError:  # cleared meanwhile (the run was stopped from another thread)
+            raise queue.Empty from None
+        self._taken += 1
+        # Wakes the planner only when its next group has just come to fit: a wake-up per
+        # batch made it take the GIL to find it still had to wait.
+        if self._put_count - self._taken == self._limit - 1:
+            with self._cond:
                 self._cond.notify_all()
-            return item
+        return item
 
     def qsize(self) -> int:
         """Batches prepared ahead, up to ``depth`` (those beyond are the planner's group)."""
-        return min(self._count, self.depth)
+        return max(0, min(self._put_count - self._taken, self.depth))
 
     def empty(self) -> bool:
-        return not self._count
+        return self._put_count - self._taken <= 0  # (below 0: a take raced a clear)
 
     def clear(self) -> None:
         """Drops every item (and the chunks they hold)."""
         with self._cond:
             self._groups.clear()
-            self._count = 0
+            self._held = collections.deque()
+            self._taken = self._put_count
             self._cond.notify_all()
 
 
