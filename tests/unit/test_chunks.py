@@ -5,13 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from jaxrec._loader.chunks import ChunkRegistry
+from jaxrec._loader.chunks import ChunkRegistry, chunk_ids
 
 
 def registry(n):
     r = ChunkRegistry()
     for i in range(n):
-        r.add(0, f"chunk{i}", 10)  # the registry only keeps them; any object will do
+        r.add(0, f"chunk{i}", 10)  # the registry only keeps them (and counts their len())
     return r
 
 
@@ -36,6 +36,26 @@ def test_resolve_names_each_handle_s_chunk_and_row(ids):
     assert [chunks[w] for w in which] == [f"chunk{i}" for i in ids]
     assert got_rows.tolist() == rows.tolist()
     assert which.dtype == got_rows.dtype == np.int64
+
+
+@pytest.mark.parametrize(
+    "ids",
+    [[5, 5, 3, 7, 3, 5], [0, 4000, 2, 4000], [9], [], [2**31, 7, 2**31 - 1]],
+)
+def test_chunk_ids_are_the_distinct_ids_ascending(ids):
+    handles = np.array(ids, dtype=np.uint64) << np.uint64(32) | np.uint64(3)
+    got = chunk_ids(handles)
+    assert got.dtype == np.uint64 and got.tolist() == sorted(set(ids))
+
+
+def test_the_registry_counts_and_lists_what_it_holds():
+    r = registry(3)
+    assert (len(r), r.nbytes, r.records) == (3, 30, 3 * len("chunk0"))
+    assert r.live() == (["chunk0", "chunk1", "chunk2"], [0, 1, 2])
+    r.keep_only([2, 0])
+    assert r.live() == (["chunk0", "chunk2"], [0, 2]) and (r.nbytes, r.records) == (20, 12)
+    r.clear()
+    assert r.live() == ([], []) and (r.nbytes, r.records) == (0, 0)
 
 
 @pytest.mark.parametrize("shuffle_buffer", [0, 64])
