@@ -462,43 +462,52 @@ impl ParseQueue {
         // Where each chunk the handles use goes in the batches' own list (usize::MAX: unused).
         let mut slot = vec![usize::MAX; chunks.len()];
         let mut used: Vec<Py<Chunk>> = Vec::new();
-        let mut picks = Vec::with_capacity(handles.len()?);
+        let handles = handles.as_slice()?;
+        // Each batch's picks built apart: one list of them all (16 bytes a record) was fresh
+        // memory from the kernel on every call, faulted in page by page.
+        let mut parts: Vec<Vec<(usize, usize)>> =
+            Vec::with_capacity(handles.len().div_ceil(batch_size));
         let mut last: Option<(u64, Option<usize>)> = None;
-        for &h in handles.as_slice()? {
-            let (id, row) = (h >> 32, (h & 0xFFFF_FFFF) as usize);
-            let at = match last {
-                Some((seen, at)) if seen == id => at,
-                _ => by_id
-                    .binary_search_by_key(&id, |&(id, _)| id)
-                    .ok()
-                    .map(|k| by_id[k].1),
-            };
-            last = Some((id, at));
-            let Some(c) = at.filter(|&c| row < lens[c]) else {
-                return Err(PyIndexError::new_err(format!(
-                    "no record {row} in chunk {id} (handle {h})"
-                )));
-            };
-            if slot[c] == usize::MAX {
-                slot[c] = used.len();
-                used.push(chunks[c].clone().unbind());
+        for part in handles.chunks(batch_size) {
+            let mut picks = Vec::with_capacity(part.len());
+            for &h in part {
+                let (id, row) = (h >> 32, (h & 0xFFFF_FFFF) as usize);
+                let at = match last {
+                    Some((seen, at)) if seen == id => at,
+                    _ => by_id
+                        .binary_search_by_key(&id, |&(id, _)| id)
+                        .ok()
+                        .map(|k| by_id[k].1),
+                };
+                last = Some((id, at));
+                let Some(c) = at.filter(|&c| row < lens[c]) else {
+                    return Err(PyIndexError::new_err(format!(
+                        "no record {row} in chunk {id} (handle {h})"
+                    )));
+                };
+                if slot[c] == usize::MAX {
+                    slot[c] = used.len();
+                    used.push(chunks[c].clone().unbind());
+                }
+                picks.push((slot[c], row));
             }
-            picks.push((slot[c], row));
+            parts.push(picks);
         }
+        // Every handle checked: queued all together or none.
         let chunks = Arc::new(used);
         let mut st = self.shared.lock();
         if st.closed {
             return Err(PyRuntimeError::new_err("the ParseQueue is closed"));
         }
         let first = st.next_ticket;
-        for part in picks.chunks(batch_size) {
+        for picks in parts {
             let ticket = st.next_ticket;
             st.next_ticket += 1;
             st.open.insert(ticket);
             st.todo.push_back(Job {
                 ticket,
                 chunks: Arc::clone(&chunks),
-                picks: part.to_vec(),
+                picks,
             });
         }
         let count = st.next_ticket - first;
