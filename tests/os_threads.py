@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 
 
 def thread_names() -> dict[int, str]:
@@ -15,3 +16,11 @@ def thread_names() -> dict[int, str]:
             with open(f"/proc/{os.getpid()}/task/{tid}/comm") as f:
                 names[int(tid)] = f.read().strip()
     return names
+
+
+def jaxrec_threads(besides: set[threading.Thread] = frozenset()) -> list[threading.Thread]:
+    """The Python threads a Loader starts (named ``jaxrec-...``) that are alive now, apart from
+    ``besides`` (threads that ran before a test: another test's Loader left to the garbage
+    collector may still be running, which made checks of "no thread left" flaky on a loaded
+    machine)."""
+    return [t for t in threading.enumerate() if t.name.startswith("jaxrec-") and t not in besides]

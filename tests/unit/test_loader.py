@@ -13,7 +13,7 @@ import jax
 import numpy as np
 import pytest
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
-from os_threads import thread_names
+from os_threads import jaxrec_threads, thread_names
 
 import jaxrec as jr
 from jaxrec.testing import assert_resumes_exactly
@@ -260,10 +260,6 @@ def test_sharded_batches_on_eight_devices(tmp_path):
         jr.Loader(paths, SPEC, batch_size=6, sharding=sharding)
 
 
-def live_worker_threads():
-    return [t for t in threading.enumerate() if t.name.startswith("jaxrec-")]
-
-
 def open_fds():
     return len(os.listdir("/proc/self/fd"))
 
@@ -271,6 +267,11 @@ def open_fds():
 def test_break_exception_and_repeats_leave_no_threads_or_files(tmp_path):
     paths = write_files(tmp_path, [200, 200, 200])
     fds = open_fds()
+    before = set(threading.enumerate())
+
+    def live_worker_threads():
+        return jaxrec_threads(besides=before)
+
     for _ in range(5):
         loader = jr.Loader(paths, SPEC, batch_size=4, shuffle=True, seed=0, num_epochs=None)
         for i, _batch in enumerate(loader):

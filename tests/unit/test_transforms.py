@@ -8,6 +8,7 @@ import jax
 import numpy as np
 import pytest
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
+from os_threads import jaxrec_threads
 from shards import write_shards
 
 import jaxrec as jr
@@ -124,6 +125,7 @@ def test_an_exception_names_the_batch_and_chains_the_cause(files):
             raise KeyError("no such token")
         return batch
 
+    before = set(threading.enumerate())
     loader = jr.Loader(files, SPEC, 16, transform=fails_late)
     got = []
     with pytest.raises(
@@ -135,7 +137,7 @@ def test_an_exception_names_the_batch_and_chains_the_cause(files):
             got.append(b)
     assert isinstance(e.value.__cause__, KeyError)
     assert len(got) == 1  # the batches before it arrived
-    assert not [t for t in threading.enumerate() if t.name.startswith("jaxrec-")]
+    assert not jaxrec_threads(besides=before)  # this Loader's threads were stopped
 
 
 def test_a_changed_shape_is_an_error_naming_the_batch(files):
