@@ -97,6 +97,18 @@ impl Chunk {
         PyArray1::from_slice(py, &self.inner.file_offsets)
     }
 
+    /// `(file offset, index in the file)` of record `i`: where a reader resumes at it (what
+    /// `file_offsets[i]` and `indices[i]` give, without making those arrays).
+    ///
+    /// Raises:
+    ///     IndexError: no record `i`.
+    fn position(&self, i: usize) -> PyResult<(u64, u64)> {
+        match (self.inner.file_offsets.get(i), self.inner.indices.get(i)) {
+            (Some(&offset), Some(&index)) => Ok((offset, index)),
+            _ => Err(PyIndexError::new_err("chunk index out of range")),
+        }
+    }
+
     /// Payload bytes in the chunk.
     #[getter]
     fn payload_bytes(&self) -> usize {

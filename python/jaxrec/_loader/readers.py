@@ -316,8 +316,7 @@ class PieceReader:
         """``(byte offset, record index)`` of the next record to take, if known."""
         if self.queue:
             _cid, chunk, rows, _handles, at = self.queue[0]
-            row = int(rows[at])
-            return int(chunk.file_offsets[row]), int(chunk.indices[row])
+            return chunk.position(int(rows[at]))
         return None
 
     def live_chunks(self) -> list[int]:

@@ -80,12 +80,8 @@ def run(args: argparse.Namespace) -> int:
 def _print_record(args: argparse.Namespace, path: str, chunk: Any, i: int) -> None:
     record = chunk[i]
     desc = describe_record(record, max_values=args.max_values, max_bytes=args.max_bytes)
-    where = {
-        "file": path,
-        "record": int(chunk.indices[i]),
-        "offset": int(chunk.file_offsets[i]),
-        "size": len(record),
-    }
+    offset, index = chunk.position(i)
+    where = {"file": path, "record": index, "offset": offset, "size": len(record)}
     if args.json:
         sys.stdout.write(json.dumps({**where, **desc}, ensure_ascii=False) + "\n")
         return
