@@ -126,6 +126,12 @@ def test_chunks_carry_offsets_and_resume_positions(tmp_path):
     )
     c = r.read_chunk()
     assert c.to_list() == recs[14:] and list(c.indices) == list(range(14, 30))
+    # position(i): one record's offset and index, as the arrays give them.
+    assert [c.position(i) for c in chunks for i in range(len(c))] == list(
+        zip(expect, range(30), strict=True)
+    )
+    with pytest.raises(IndexError):
+        chunks[4].position(2)
 
 
 @given(
