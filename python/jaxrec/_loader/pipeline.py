@@ -330,35 +330,30 @@ class Pipeline:
             t.start()
 
     # Queue helpers that give up when the run is stopped (so nothing blocks forever).
+    def _until_stopped(self, step: Callable[[float], Any], busy: type[Exception], stopped: Any):
+        """``step(_POLL)``, retried while it raises ``busy`` (a queue full or empty).
+
+        Returns ``stopped`` once the run is stopped.
+        """
+        while not self._stop.is_set():
+            try:
+                return step(_POLL)
+            except busy:
+                continue
+        return stopped
+
     def _put(self, q: _Handoff, item: Any, ahead: int = 0) -> bool:
         """Hands over one batch (or END, or a failure)."""
         return self._put_all(q, [item], ahead)
 
     def _put_all(self, q: _Handoff, items: list, ahead: int = 0) -> bool:
-        while not self._stop.is_set():
-            try:
-                q.put(items, timeout=_POLL, ahead=ahead)
-                return True
-            except queue.Full:
-                continue
-        return False
+        return self._until_stopped(lambda t: q.put(items, t, ahead) or True, queue.Full, False)
 
     def _wait_room(self, q: _Handoff, n: int, ahead: int) -> bool:
-        while not self._stop.is_set():
-            try:
-                q.wait_room(n, timeout=_POLL, ahead=ahead)
-                return True
-            except queue.Full:
-                continue
-        return False
+        return self._until_stopped(lambda t: q.wait_room(n, t, ahead) or True, queue.Full, False)
 
     def _take(self, q: _Handoff) -> Any:
-        while not self._stop.is_set():
-            try:
-                return q.get(timeout=_POLL)
-            except queue.Empty:
-                continue
-        return END
+        return self._until_stopped(q.get, queue.Empty, END)
 
     def _guard(self, target: Callable[[], None], downstream: _Handoff) -> None:
         _name_os_thread()
