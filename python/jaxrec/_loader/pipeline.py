@@ -330,7 +330,9 @@ class Pipeline:
             t.start()
 
     # Queue helpers that give up when the run is stopped (so nothing blocks forever).
-    def _until_stopped(self, step: Callable[[float], Any], busy: type[Exception], stopped: Any):
+    def _until_stopped(
+        self, step: Callable[[float], Any], busy: type[Exception], stopped: Any
+    ) -> Any:
         """``step(_POLL)``, retried while it raises ``busy`` (a queue full or empty).
 
         Returns ``stopped`` once the run is stopped.
