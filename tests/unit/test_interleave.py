@@ -106,3 +106,15 @@ def test_steps_give_the_same_records_in_the_same_order(lengths, shape, cuts):
             else:
                 got += [(step.piece, step.start + j) for j in range(step.count)]
     assert got == reference(lengths, cycle, block)
+
+
+@given(st.integers(1, 6), st.integers(1, 5), st.integers(1, 4))
+def test_whole_rounds_take_each_piece_s_next_block_in_turn(pieces, rounds, k):
+    import numpy as np
+
+    from jaxrec._loader.stream import _round_robin
+
+    per = [np.arange(rounds * k, dtype=np.uint64) + np.uint64(1000 * p) for p in range(pieces)]
+    want = [int(per[p][r * k + i]) for r in range(rounds) for p in range(pieces) for i in range(k)]
+    got = _round_robin(per, rounds, k)
+    assert got.dtype == np.uint64 and got.tolist() == want

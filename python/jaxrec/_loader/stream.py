@@ -43,6 +43,18 @@ _COLLECT_SLACK_BYTES = 8 << 20
 _EMPTY = np.empty(0, dtype=np.uint64)
 
 
+def _round_robin(per: list[np.ndarray], rounds: int, k: int) -> np.ndarray:
+    """Whole rounds in interleave order: each round, the next block of each piece in turn.
+
+    ``per`` holds ``rounds`` blocks of ``k`` handles of each piece. Each piece's handles are
+    copied into their slot once (a stack, then a transposed copy, moved them twice).
+    """
+    out = np.empty((rounds, len(per), k), dtype=np.uint64)
+    for slot, handles in enumerate(per):
+        out[:, slot, :] = handles.reshape(rounds, k)
+    return out.reshape(-1)
+
+
 @dataclasses.dataclass(frozen=True)
 class StreamHint:
     """The interleave at position ``position``, and where its open pieces' readers stood.
@@ -214,9 +226,7 @@ class EpochStream:
                 readers = [self._reader(p) for p in step.pieces]
                 per = [r.take(step.rounds * k) for r in readers]
                 if all(len(h) == step.rounds * k for h in per):
-                    # [slots, rounds, k] -> [rounds, slots, k]: round-robin order.
-                    stacked = np.stack(per).reshape(len(per), step.rounds, k)
-                    parts.append(stacked.transpose(1, 0, 2).reshape(-1))
+                    parts.append(_round_robin(per, step.rounds, k))
                 else:  # bad records were skipped: keep the round order as far as it goes
                     for r in range(step.rounds):
                         parts.extend(h[r * k : (r + 1) * k] for h in per)
@@ -253,8 +263,7 @@ class EpochStream:
                     rounds = min(rounds, min(queued) // k)
                 if rounds >= 2 and not s.in_block:
                     per = [self._reader(p).take(rounds * k) for p, _ in s.slots]
-                    stacked = np.stack(per).reshape(len(per), rounds, k)
-                    parts.append(stacked.transpose(1, 0, 2).reshape(-1))
+                    parts.append(_round_robin(per, rounds, k))
                     for slot in s.slots:
                         slot[1] += rounds * k
                     got += rounds * per_round
@@ -280,7 +289,9 @@ class EpochStream:
 
     def _after_take(self, parts: list[np.ndarray]) -> np.ndarray:
         """The handles of one take, joined; now and then drops the chunks nothing needs."""
-        taken = np.concatenate(parts) if parts else _EMPTY
+        # One part (a step of whole rounds, a piece's run) is taken as it is: handles are never
+        # written to, so a view is as good as a copy.
+        taken = parts[0] if len(parts) == 1 else np.concatenate(parts) if parts else _EMPTY
         reg = self.registry
         if (
             len(reg) > 2 * self._held + _COLLECT_SLACK
