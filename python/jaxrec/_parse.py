@@ -288,7 +288,8 @@ class ExampleParser:
         ``<name>_length`` (``<name>_steps`` for VarLen feature lists, whose ``<name>_length``
         holds the per-step lengths).
         """
-        return self._rows_dict(self._native.parse_rows(chunks, which, rows), chunks, which, rows)
+        parsed = self._native.parse_rows(chunks, which, rows)
+        return self._rows_dict(parsed, _in_chunks(chunks, which, rows))
 
     def _batch_form(
         self, template: Mapping[str, np.ndarray], batch_size: int, mask_key: str
@@ -316,13 +317,14 @@ class ExampleParser:
             return None
         return BatchForm(batch_size, mask_key, tuple(outputs))
 
-    def _rows_dict(
-        self, parsed: _native.ParsedBatch, chunks: list[_native.Chunk], which, rows
-    ) -> dict[str, np.ndarray]:
-        """The dict of :meth:`parse_rows` from its native result."""
+    def _rows_dict(self, parsed: _native.ParsedBatch, locate: Locate) -> dict[str, np.ndarray]:
+        """The dict of :meth:`parse_rows` from its native result.
+
+        ``locate(row)`` names a row's record in errors.
+        """
         out: dict[str, np.ndarray] = {}
         self._columns(parsed.context, out)
-        self._composites(self._context_spec, parsed.context, out, _in_chunks(chunks, which, rows))
+        self._composites(self._context_spec, parsed.context, out, locate)
         if self._sequence is not None:
             steps: dict[str, np.ndarray] = {}
             self._feature_list_columns(parsed.sequence, out, steps)
@@ -441,7 +443,7 @@ class RowsQueue:
         """
         which = np.asarray(which, dtype=np.int64)
         rows = np.asarray(rows, dtype=np.int64)
-        return self._queue.submit(chunks, which, rows), chunks, which, rows
+        return self._queue.submit(chunks, which, rows), _in_chunks(chunks, which, rows), len(rows)
 
     def submit_handles(
         self, chunks: list[_native.Chunk], ids: list[int], handles: np.ndarray, batch_size: int
@@ -457,12 +459,14 @@ class RowsQueue:
         """
         handles = np.asarray(handles, dtype=np.uint64)
         first, count = self._queue.submit_handles(chunks, ids, handles, batch_size)
-        if self._form is not None:  # result() needs no picks: the native side knows them
-            return [(first + k, None, None, None) for k in range(count)]
-        chunks, which, rows = ChunkRegistry.picks(dict(zip(ids, chunks, strict=True)), handles)
+        by_id = dict(zip(ids, chunks, strict=True))
         b = batch_size
         return [
-            (first + k, chunks, which[k * b : (k + 1) * b], rows[k * b : (k + 1) * b])
+            (
+                first + k,
+                _in_handles(by_id, handles[k * b : (k + 1) * b]),
+                min(b, len(handles) - k * b),
+            )
             for k in range(count)
         ]
 
@@ -476,7 +480,7 @@ class RowsQueue:
         Raises:
             ExampleParseError: the batch has a bad record (the error names it).
         """
-        number, chunks, which, rows = ticket
+        number, locate, real = ticket
         if self._form is not None:
             finished = self._queue.finished(number, timeout)
             if finished is None:
@@ -491,9 +495,9 @@ class RowsQueue:
         if got is None:
             return None
         parsed, seconds = got
-        out = self._parser._rows_dict(parsed, chunks, which, rows)
+        out = self._parser._rows_dict(parsed, locate)
         if self._batcher is not None:
-            out = self._batcher.finish(out, len(rows))
+            out = self._batcher.finish(out, real)
         return out, seconds
 
     def close(self, wait: bool = True) -> None:
@@ -516,8 +520,23 @@ def _in_chunks(
 
     def locate(i: int) -> tuple[str | None, int, int | None]:
         chunk = chunks[0 if which is None else int(which[i])]
-        r = i if rows is None else int(rows[i])
-        return chunk.path, int(chunk.indices[r]), int(chunk.file_offsets[r])
+        offset, index = chunk.position(i if rows is None else int(rows[i]))
+        return chunk.path, index, offset
+
+    return locate
+
+
+def _in_handles(chunks: Mapping[int, _native.Chunk], handles: np.ndarray) -> Locate:
+    """Where each row came from: the record handle ``handles[i]`` names, in ``chunks`` by id.
+
+    Decoded only for a row an error names: the batch's parse needs no Python picks.
+    """
+
+    def locate(i: int) -> tuple[str | None, int, int | None]:
+        cid, row = ChunkRegistry.split(int(handles[i]))
+        chunk = chunks[cid]
+        offset, index = chunk.position(row)
+        return chunk.path, index, offset
 
     return locate
 

@@ -288,7 +288,7 @@ mod x86 {
         while let Some(window) = block.get(pos..pos + 64) {
             let window: &[u8; 64] = window.try_into().expect("64 bytes");
             // SAFETY (here and below): the CPU has SSSE3 (this function's contract).
-            let cont = unsafe { window_continuation_bits(window) };
+            let cont = unsafe { continuation_bits(window, 0) };
             let mut starts = (!cont << 1) | 1;
             let mut off = 0usize;
             for _ in 0..STEPS_PER_WINDOW {
@@ -355,17 +355,6 @@ mod x86 {
                 0
             };
             bits |= u64::from(high) << (16 * i);
-        }
-        bits
-    }
-
-    /// [`continuation_bits`] of a whole window.
-    #[inline]
-    #[target_feature(enable = "ssse3")]
-    fn window_continuation_bits(window: &[u8; 64]) -> u64 {
-        let mut bits = 0u64;
-        for i in 0..4 {
-            bits |= u64::from(_mm_movemask_epi8(load16(window, 16 * i)) as u32) << (16 * i);
         }
         bits
     }

@@ -50,7 +50,7 @@ use crate::parse::ParsedBatch;
 /// One batch to parse: row i is record `picks[i].1` of `chunks[picks[i].0]`.
 struct Job {
     ticket: u64,
-    /// Shared by the batches of one `submit_batches` call.
+    /// Shared by the batches of one `submit_handles` call.
     chunks: Arc<Vec<Py<Chunk>>>,
     picks: Vec<(usize, usize)>,
 }
@@ -288,18 +288,48 @@ pub(super) struct ParseQueue {
 }
 
 impl ParseQueue {
-    /// Hands out the next ticket, queues what `push` makes with it and wakes a thread.
-    fn enqueue(&self, push: impl FnOnce(&mut State, u64)) -> PyResult<u64> {
+    /// Hands out consecutive tickets to `jobs`, queues what `push` makes of each with its
+    /// ticket, and wakes as many threads; returns the first ticket and how many were queued.
+    fn enqueue<J>(
+        &self,
+        jobs: impl IntoIterator<Item = J>,
+        mut push: impl FnMut(&mut State, u64, J),
+    ) -> PyResult<(u64, u64)> {
         let mut st = self.shared.lock();
         if st.closed {
             return Err(PyRuntimeError::new_err("the ParseQueue is closed"));
         }
-        let ticket = st.next_ticket;
-        st.next_ticket += 1;
-        push(&mut st, ticket);
+        let first = st.next_ticket;
+        for job in jobs {
+            let ticket = st.next_ticket;
+            st.next_ticket += 1;
+            push(&mut st, ticket, job);
+        }
+        let count = st.next_ticket - first;
         drop(st);
-        self.shared.work.notify_one();
-        Ok(ticket)
+        match count {
+            0 => {}
+            1 => self.shared.work.notify_one(),
+            _ => self.shared.work.notify_all(),
+        }
+        Ok((first, count))
+    }
+
+    /// Queues one parse job per list of picks into `chunks` (see [`Self::enqueue`]).
+    fn enqueue_parses(
+        &self,
+        chunks: Vec<Py<Chunk>>,
+        batches: impl IntoIterator<Item = Vec<(usize, usize)>>,
+    ) -> PyResult<(u64, u64)> {
+        let chunks = Arc::new(chunks);
+        self.enqueue(batches, |st, ticket, picks| {
+            st.open.insert(ticket);
+            st.todo.push_back(Job {
+                ticket,
+                chunks: Arc::clone(&chunks),
+                picks,
+            });
+        })
     }
 
     /// Waits (GIL released) for the parse of `ticket`, at most `timeout` seconds.
@@ -412,15 +442,8 @@ impl ParseQueue {
     ) -> PyResult<u64> {
         let refs: Vec<&Chunk> = chunks.iter().map(Bound::get).collect();
         let picks = picks(&refs, which.as_slice()?, rows.as_slice()?)?;
-        let chunks = Arc::new(chunks.into_iter().map(Bound::unbind).collect());
-        self.enqueue(|st, ticket| {
-            st.open.insert(ticket);
-            st.todo.push_back(Job {
-                ticket,
-                chunks,
-                picks,
-            });
-        })
+        let chunks = chunks.into_iter().map(Bound::unbind).collect();
+        Ok(self.enqueue_parses(chunks, [picks])?.0)
     }
 
     /// Queues records named by handles as consecutive batches of `batch_size` rows (the last
@@ -494,26 +517,7 @@ impl ParseQueue {
             parts.push(picks);
         }
         // Every handle checked: queued all together or none.
-        let chunks = Arc::new(used);
-        let mut st = self.shared.lock();
-        if st.closed {
-            return Err(PyRuntimeError::new_err("the ParseQueue is closed"));
-        }
-        let first = st.next_ticket;
-        for picks in parts {
-            let ticket = st.next_ticket;
-            st.next_ticket += 1;
-            st.open.insert(ticket);
-            st.todo.push_back(Job {
-                ticket,
-                chunks: Arc::clone(&chunks),
-                picks,
-            });
-        }
-        let count = st.next_ticket - first;
-        drop(st);
-        self.shared.work.notify_all();
-        Ok((first, count))
+        self.enqueue_parses(used, parts)
     }
 
     /// The parsed batch of `ticket` and the seconds its parse took, waiting for it at most
@@ -598,7 +602,7 @@ impl ParseQueue {
         max_records: usize,
         block_bytes: usize,
     ) -> PyResult<u64> {
-        self.enqueue(|st, ticket| {
+        let (ticket, _) = self.enqueue([reader], |st, ticket, reader| {
             st.read_open.insert(ticket);
             st.reads.push_back(ReadJob {
                 ticket,
@@ -607,7 +611,8 @@ impl ParseQueue {
                 max_records,
                 block_bytes,
             });
-        })
+        })?;
+        Ok(ticket)
     }
 
     /// `(chunk, seconds)` of the read of `ticket`: the chunk read (`None`: the stream ended

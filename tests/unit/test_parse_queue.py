@@ -469,3 +469,27 @@ def test_a_forgotten_read_is_dropped_and_close_drops_queued_reads(tmp_path):
     with pytest.raises(RuntimeError, match="closed"):
         queue.native.submit_read(reader, 0, 1, 512)
     assert len(mine) == 1 and ended(mine)  # joined
+
+
+def test_a_composite_error_in_batches_by_handles_names_its_record(tmp_path):
+    # SparseFeature / RaggedFeature batches are assembled in Python, whose errors locate the
+    # row's record from its handle (decoded only then).
+    path = str(tmp_path / "a.tfrecord")
+    with jr.TFRecordWriter(path) as w:
+        for i in range(10):
+            w.write(jr.encode_example({"idx": [99 if i == 7 else 1], "val": [1.0]}))
+    spec = {"sp": jr.SparseFeature(index_key="idx", value_key="val", dtype=np.float32, size=4)}
+    chunks = chunks_of(path, 4)
+    registry = ChunkRegistry()
+    ids = [registry.add(0, c, c.payload_bytes) for c in chunks]
+    handles = np.concatenate(
+        [registry.handles(i, np.arange(len(c))) for i, c in zip(ids, chunks, strict=True)]
+    )
+    with opened(jr.ExampleParser(spec), 1) as queue:
+        first, second, third = queue.submit_handles(*registry.live(), handles, 4)
+        assert queue.result(first)[0]["sp"].shape == (4, 4)
+        with pytest.raises(ExampleParseError) as e:
+            queue.result(second)
+        assert e.value.path == path and e.value.record_index == 7
+        assert e.value.byte_offset == int(chunks[1].file_offsets[3])
+        assert queue.result(third)[0]["sp"].shape == (2, 4)

@@ -11,7 +11,7 @@ A handle is only meaningful while its chunk is registered; a saved state never h
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 
 import numpy as np
 
@@ -23,20 +23,29 @@ _ROW_BITS = 32
 _ROW_MASK = (1 << _ROW_BITS) - 1
 
 
-def chunk_ids(handles: np.ndarray) -> np.ndarray:
-    """The distinct chunk ids ``handles`` point into, ascending."""
-    ids = handles >> np.uint64(_ROW_BITS)
+def _distinct(ids: np.ndarray, inverse: bool = True) -> tuple[np.ndarray, np.ndarray | None]:
+    """The distinct values of ``ids``, ascending, and (``inverse``) each one's place in them.
+
+    Ids in use are few and close together (chunks are numbered as they are read): marks in a
+    table over their range find them in O(n), where np.unique sorts (on the planner thread,
+    whose Python time every other thread waits for: the GIL).
+    """
     if len(ids) == 0:
-        return ids
-    # Ids in use are few and close together (chunks are numbered as they are read): marks in
-    # a table over their range find them in O(n), where np.unique sorts.
+        return ids, np.zeros(0, dtype=np.int64)
     low = int(ids.min())
     span = int(ids.max()) - low + 1
     if span > 4 * len(ids) + 1024:
-        return np.unique(ids)
+        return np.unique(ids, return_inverse=True) if inverse else (np.unique(ids), None)
+    offsets = (ids - ids.dtype.type(low)).astype(np.int64)
     used = np.zeros(span, dtype=bool)
-    used[ids - np.uint64(low)] = True
-    return np.flatnonzero(used).astype(np.uint64) + np.uint64(low)
+    used[offsets] = True
+    unique = (np.flatnonzero(used) + low).astype(ids.dtype)
+    return unique, (np.cumsum(used) - 1)[offsets] if inverse else None
+
+
+def chunk_ids(handles: np.ndarray) -> np.ndarray:
+    """The distinct chunk ids ``handles`` point into, ascending."""
+    return _distinct(handles >> np.uint64(_ROW_BITS), inverse=False)[0]
 
 
 class ChunkRegistry:
@@ -60,6 +69,11 @@ class ChunkRegistry:
         self.records += len(chunk)
         return cid
 
+    @staticmethod
+    def split(handle: int) -> tuple[int, int]:
+        """``(chunk id, row)`` of a handle."""
+        return handle >> _ROW_BITS, handle & _ROW_MASK
+
     def live(self) -> tuple[list[_native.Chunk], list[int]]:
         """Every registered chunk and its id (what ``RowsQueue.submit_handles`` takes)."""
         return [v[1] for v in self._chunks.values()], list(self._chunks)
@@ -74,31 +88,12 @@ class ChunkRegistry:
 
         ``chunks`` holds the chunks ``handles`` use, in id order.
         """
-        return self.picks({k: v[1] for k, v in self._chunks.items()}, handles)
-
-    @staticmethod
-    def picks(
-        chunks: Mapping[int, _native.Chunk], handles: np.ndarray
-    ) -> tuple[list[_native.Chunk], np.ndarray, np.ndarray]:
-        """:meth:`resolve` over the chunks ``chunks`` holds by id."""
         ids = (handles >> np.uint64(_ROW_BITS)).astype(np.int64)
         rows = (handles & np.uint64(_ROW_MASK)).astype(np.int64)
-        if len(ids) == 0:
-            return [], ids, rows
-        # The ids of a step's records are few and close together (chunks are numbered as they
-        # are read): a table over their range finds them in O(n) where np.unique sorts, on the
-        # planner thread whose Python time every other thread waits for (the GIL).
-        low = int(ids.min())
-        span = int(ids.max()) - low + 1
-        if span > 4 * len(ids) + 1024:
-            unique, which = np.unique(ids, return_inverse=True)
-        else:
-            used = np.zeros(span, dtype=bool)
-            used[ids - low] = True
-            unique = np.flatnonzero(used) + low
-            which = (np.cumsum(used) - 1)[ids - low]
-        used = [chunks[i] for i in unique.tolist()]
-        return used, which.astype(np.int64, copy=False), rows
+        unique, which = _distinct(ids)
+        assert which is not None
+        chunks = [self._chunks[i][1] for i in unique.tolist()]
+        return chunks, which.astype(np.int64, copy=False), rows
 
     def keep_only(self, live: Iterable[int]) -> None:
         """Drops every chunk whose id is not in ``live`` (their buffers are freed)."""

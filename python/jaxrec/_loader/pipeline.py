@@ -127,10 +127,14 @@ class _Handoff:
             queue.Full: not within ``timeout`` seconds.
         """
         with self._cond:
-            # A group larger than the room still goes once nothing waits (never a deadlock).
-            self._limit = max(1, self.depth + ahead - n + 1)
-            if not self._cond.wait_for(self._fits, timeout):
-                raise queue.Full
+            self._await_room(n, timeout, ahead)
+
+    def _await_room(self, n: int, timeout: float, ahead: int) -> None:
+        """:meth:`wait_room`, the lock held."""
+        # A group larger than the room still goes once nothing waits (never a deadlock).
+        self._limit = max(1, self.depth + ahead - n + 1)
+        if not self._cond.wait_for(self._fits, timeout):
+            raise queue.Full
 
     def put(self, items: list, timeout: float, ahead: int = 0) -> None:
         """Appends the batches ``items`` once they fit (see :meth:`wait_room`).
@@ -139,9 +143,7 @@ class _Handoff:
             queue.Full: not within ``timeout`` seconds.
         """
         with self._cond:
-            self._limit = max(1, self.depth + ahead - len(items) + 1)
-            if not self._cond.wait_for(self._fits, timeout):
-                raise queue.Full
+            self._await_room(len(items), timeout, ahead)
             self._groups.append(collections.deque(items))
             self._put_count += len(items)
             self._cond.notify_all()

@@ -195,7 +195,7 @@ class PieceReader:
         self.reads = reads
         self.stats = stats
         self.skip_errors = skip_errors
-        # [chunk id, chunk, wanted rows, handles of those rows, rows taken so far]
+        # [chunk id, chunk, handles of its wanted rows, how many are taken]
         self.queue: collections.deque = collections.deque()
         self.ahead: concurrent.futures.Future | _QueuedRead | None = None
         self.reader: _native.RecordReader | None = None
@@ -226,7 +226,7 @@ class PieceReader:
 
     def queued(self) -> int:
         """Records read and waiting to be taken."""
-        return sum(len(rows) - at for _, _, rows, _, at in self.queue)
+        return sum(len(handles) - at for _, _, handles, at in self.queue)
 
     def ensure(self, n: int) -> int:
         """Reads until ``n`` records wait (or the piece has no more); returns how many wait."""
@@ -262,7 +262,7 @@ class PieceReader:
         if len(rows):
             cid = self.registry.add(self.file, chunk, nbytes)
             # The handles once per chunk; takes hand out views of them.
-            self.queue.append([cid, chunk, rows, ChunkRegistry.handles(cid, rows), 0])
+            self.queue.append([cid, chunk, ChunkRegistry.handles(cid, rows), 0])
             self.stats.add(records=len(rows))
         self.stats.add(bytes=nbytes)
         self._read_ahead()
@@ -286,13 +286,13 @@ class PieceReader:
             if not self.queue:
                 continue
             entry = self.queue[0]
-            _cid, _chunk, rows, handles, at = entry
+            _cid, _chunk, handles, at = entry
             got = handles[at : at + need]
             parts.append(got)
             need -= len(got)
             self.found += len(got)
-            entry[4] = at + len(got)
-            if entry[4] >= len(rows):
+            entry[3] = at + len(got)
+            if entry[3] >= len(handles):
                 self.queue.popleft()
         if len(parts) == 1:
             return parts[0]  # a view: handles are never written to
@@ -315,8 +315,8 @@ class PieceReader:
     def position(self) -> tuple[int, int] | None:
         """``(byte offset, record index)`` of the next record to take, if known."""
         if self.queue:
-            _cid, chunk, rows, _handles, at = self.queue[0]
-            return chunk.position(int(rows[at]))
+            _cid, chunk, handles, at = self.queue[0]
+            return chunk.position(ChunkRegistry.split(int(handles[at]))[1])
         return None
 
     def live_chunks(self) -> list[int]:
