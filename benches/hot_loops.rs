@@ -290,8 +290,14 @@ fn bench_parse(c: &mut Criterion) {
 /// a shared VM whose speed drifts within minutes, criterion's mean for one build swung by a
 /// third; the best of many short runs is what the code can do, and compares builds run in
 /// turn.
+///
+/// `HOT_LOOPS_ONLY=tabular` runs only the cases whose name holds that text (to profile one).
 fn best_of(runs: usize) {
+    let only = std::env::var("HOT_LOOPS_ONLY").unwrap_or_default();
     for (name, records, spec) in parse_cases() {
+        if !name.contains(only.as_str()) {
+            continue;
+        }
         let slices: Vec<&[u8]> = records.iter().map(Vec::as_slice).collect();
         let mut times: Vec<f64> = (0..runs.max(1))
             .map(|_| {

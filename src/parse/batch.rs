@@ -8,7 +8,7 @@ use half::{bf16, f16};
 use super::feature_list::fill_feature_list;
 use super::fill::{fill_fixed, fill_var, Ctx};
 use super::lists::{BytesDecoder, Decode, FloatDecoder, FloatOut, Int64Decoder, IntOut, Zero};
-use super::scan::{scan_record, Found, FoundRow, KeyCache};
+use super::scan::{scan_record, DirectRow, Found, FoundRow, KeyCache};
 use super::spec::{CompiledSpec, Defaults, FeatureConfig, Kind};
 use crate::column::{Column, ColumnData};
 use crate::decode::{self, Inputs};
@@ -122,64 +122,112 @@ fn feature_column<'a>(
     }
 }
 
-/// Decodes feature `cfg` of every row (`found[row]` is what pass 1 found) into a column.
-fn decode_column<'a>(
-    cfg: &'a FeatureConfig,
-    found: &[Found<'a>],
-    kind_rules: Rules,
-) -> Result<Column<'a>> {
-    macro_rules! int_col {
-        ($t:ty, $variant:ident) => {
-            column_of::<$t, Int64Decoder>(
-                cfg,
-                found,
-                int_defaults::<$t>(cfg)?,
-                kind_rules,
-                ColumnData::$variant,
-            )
-        };
-    }
+/// What builds a column once the feature's element type `T` and list decoder `D` are known
+/// (from its dtype, by [`with_dtype`]), given its defaults and the wrapper of its values.
+trait ColumnBuilder<'a> {
+    type Out;
+    fn build<T: Zero, D: Decode<'a, T>>(
+        self,
+        defaults: Vec<T>,
+        wrap: fn(Vec<T>) -> ColumnData<'a>,
+    ) -> Result<Self::Out>;
+}
+
+/// Runs `builder` with `cfg`'s element type, list decoder, defaults and wrapper.
+fn with_dtype<'a, B: ColumnBuilder<'a>>(cfg: &'a FeatureConfig, builder: B) -> Result<B::Out> {
+    use ColumnData as C;
     match cfg.dtype {
-        OutDType::I8 => int_col!(i8, I8),
-        OutDType::I16 => int_col!(i16, I16),
-        OutDType::I32 => int_col!(i32, I32),
-        OutDType::I64 => int_col!(i64, I64),
-        OutDType::U8 => int_col!(u8, U8),
-        OutDType::U16 => int_col!(u16, U16),
-        OutDType::U32 => int_col!(u32, U32),
-        OutDType::U64 => int_col!(u64, U64),
-        OutDType::Bool => int_col!(bool, Bool),
-        OutDType::F32 => column_of::<f32, FloatDecoder>(
-            cfg,
-            found,
-            float_defaults(cfg),
-            kind_rules,
-            ColumnData::F32,
-        ),
-        OutDType::F64 => column_of::<f64, FloatDecoder>(
-            cfg,
-            found,
-            float_defaults(cfg),
-            kind_rules,
-            ColumnData::F64,
-        ),
-        OutDType::F16 => {
-            column_of::<f16, FloatDecoder>(cfg, found, float_defaults(cfg), kind_rules, |v| {
-                ColumnData::F16(v.reinterpret_into())
-            })
-        }
-        OutDType::BF16 => {
-            column_of::<bf16, FloatDecoder>(cfg, found, float_defaults(cfg), kind_rules, |v| {
-                ColumnData::BF16(v.reinterpret_into())
-            })
-        }
+        OutDType::I8 => builder.build::<i8, Int64Decoder>(int_defaults(cfg)?, C::I8),
+        OutDType::I16 => builder.build::<i16, Int64Decoder>(int_defaults(cfg)?, C::I16),
+        OutDType::I32 => builder.build::<i32, Int64Decoder>(int_defaults(cfg)?, C::I32),
+        OutDType::I64 => builder.build::<i64, Int64Decoder>(int_defaults(cfg)?, C::I64),
+        OutDType::U8 => builder.build::<u8, Int64Decoder>(int_defaults(cfg)?, C::U8),
+        OutDType::U16 => builder.build::<u16, Int64Decoder>(int_defaults(cfg)?, C::U16),
+        OutDType::U32 => builder.build::<u32, Int64Decoder>(int_defaults(cfg)?, C::U32),
+        OutDType::U64 => builder.build::<u64, Int64Decoder>(int_defaults(cfg)?, C::U64),
+        OutDType::Bool => builder.build::<bool, Int64Decoder>(int_defaults(cfg)?, C::Bool),
+        OutDType::F32 => builder.build::<f32, FloatDecoder>(float_defaults(cfg), C::F32),
+        OutDType::F64 => builder.build::<f64, FloatDecoder>(float_defaults(cfg), C::F64),
+        OutDType::F16 => builder
+            .build::<f16, FloatDecoder>(float_defaults(cfg), |v| C::F16(v.reinterpret_into())),
+        OutDType::BF16 => builder
+            .build::<bf16, FloatDecoder>(float_defaults(cfg), |v| C::BF16(v.reinterpret_into())),
         OutDType::Bytes => {
             let defaults: Vec<&'a [u8]> = match &cfg.defaults {
                 Defaults::Bytes(v) => v.iter().map(Vec::as_slice).collect(),
                 _ => Vec::new(),
             };
-            column_of::<&'a [u8], BytesDecoder>(cfg, found, defaults, kind_rules, ColumnData::Bytes)
+            builder.build::<&'a [u8], BytesDecoder>(defaults, C::Bytes)
         }
+    }
+}
+
+/// A feature's column from what pass 1 found of it (`found[row]`), under `rules`.
+struct FromFound<'t, 'a> {
+    cfg: &'a FeatureConfig,
+    found: &'t [Found<'a>],
+    rules: Rules,
+}
+
+impl<'a> ColumnBuilder<'a> for FromFound<'_, 'a> {
+    type Out = Column<'a>;
+    fn build<T: Zero, D: Decode<'a, T>>(
+        self,
+        defaults: Vec<T>,
+        wrap: fn(Vec<T>) -> ColumnData<'a>,
+    ) -> Result<Column<'a>> {
+        column_of::<T, D>(self.cfg, self.found, defaults, self.rules, wrap)
+    }
+}
+
+/// Decodes feature `cfg` of every row (`found[row]` is what pass 1 found) into a column.
+fn decode_column<'a>(
+    cfg: &'a FeatureConfig,
+    found: &[Found<'a>],
+    rules: Rules,
+) -> Result<Column<'a>> {
+    with_dtype(cfg, FromFound { cfg, found, rules })
+}
+
+/// A [`Direct`](super::spec::Direct) feature's column from the values pass 1 decoded: row `row`'s is
+/// `table[row * width + index]` if bit `index` of `seen[row]` says the record held it, else
+/// the default. `None` when a value does not fit the dtype or a feature without a default is
+/// missing: the two-pass parser then says which (see [`parse_examples`]).
+struct FromDirect<'t, 'a> {
+    cfg: &'a FeatureConfig,
+    table: &'t [u64],
+    width: usize,
+    index: usize,
+    seen: &'t [u64],
+}
+
+impl<'a> ColumnBuilder<'a> for FromDirect<'_, 'a> {
+    type Out = Option<Column<'a>>;
+    fn build<T: Zero, D: Decode<'a, T>>(
+        self,
+        defaults: Vec<T>,
+        wrap: fn(Vec<T>) -> ColumnData<'a>,
+    ) -> Result<Option<Column<'a>>> {
+        let rows = self.seen.len();
+        let mut out: Vec<T> = Ctx { cfg: self.cfg }.alloc(rows, 1, T::zero())?;
+        let default = match defaults[..] {
+            [x] => Some(x),
+            _ => None,
+        };
+        let bit = 1u64 << self.index;
+        let values = self.table.iter().skip(self.index).step_by(self.width);
+        for ((o, &seen), &raw) in out.iter_mut().zip(self.seen).zip(values) {
+            let value = if seen & bit != 0 {
+                D::from_raw(raw)
+            } else {
+                default
+            };
+            match value {
+                Some(v) => *o = v,
+                None => return Ok(None),
+            }
+        }
+        Ok(Some(Column::new(wrap(out), vec![rows, 1])))
     }
 }
 
@@ -198,27 +246,28 @@ fn prefetch_record(record: &[u8]) {
 }
 
 /// Parses serialized `tf.train.Example`s against `spec`. Errors name the batch row.
+///
+/// The spec's [`Direct`](super::spec::Direct) features are decoded in pass 1; a batch in which one came in an
+/// unusual form (or does not fit, or is missing without a default) is parsed again by the
+/// two-pass parser, whose results and errors are the reference.
 pub fn parse_examples<'a>(records: &[&'a [u8]], spec: &'a CompiledSpec) -> Result<ParsedBatch<'a>> {
-    let s = spec.slot_count();
+    if spec.mostly_direct() {
+        if let Some(batch) = parse_examples_direct(records, spec)? {
+            return Ok(batch);
+        }
+    }
+    parse_examples_two_pass(records, spec)
+}
+
+/// [`parse_examples`] with every feature found in pass 1 and decoded in pass 2.
+pub(super) fn parse_examples_two_pass<'a>(
+    records: &[&'a [u8]],
+    spec: &'a CompiledSpec,
+) -> Result<ParsedBatch<'a>> {
     let b = records.len();
     // found[f * b + row]: column-major so pass 2 reads each feature's rows contiguously.
-    let mut found: Vec<Found<'a>> = vec![None; s * b];
-    let mut keys: [KeyCache<'a>; 2] = Default::default();
-    for (row, rec) in records.iter().enumerate() {
-        if let Some(ahead) = records.get(row + PREFETCH_ROWS) {
-            prefetch_record(ahead);
-        }
-        let mut at = FoundRow {
-            found: &mut found,
-            rows: b,
-            row,
-        };
-        scan_record(rec, spec, &mut at, None, &mut keys).map_err(|m| Error::Parse {
-            loc: Location::row(row),
-            feature: None,
-            detail: format!("malformed tf.train.Example: {m}"),
-        })?;
-    }
+    let mut found: Vec<Found<'a>> = vec![None; spec.slot_count() * b];
+    scan_examples(records, spec, &mut found, None)?;
     let context = (0..spec.len())
         .map(|f| feature_column(spec, f, &found, b, Rules::Example))
         .collect::<Result<Vec<_>>>()?;
@@ -226,6 +275,96 @@ pub fn parse_examples<'a>(records: &[&'a [u8]], spec: &'a CompiledSpec) -> Resul
         context,
         sequence: Vec::new(),
     })
+}
+
+/// [`parse_examples`] with the [`Direct`](super::spec::Direct) features decoded in pass 1; `None` where the
+/// two-pass parser must decide.
+fn parse_examples_direct<'a>(
+    records: &[&'a [u8]],
+    spec: &'a CompiledSpec,
+) -> Result<Option<ParsedBatch<'a>>> {
+    let (b, width) = (records.len(), spec.direct_count());
+    // Direct features have no entries here; a spec of nothing else needs no table.
+    let slots = if width == spec.slot_count() {
+        0
+    } else {
+        spec.slot_count()
+    };
+    let mut found: Vec<Found<'a>> = vec![None; slots * b];
+    // Row-major: a record's direct values are stored side by side as its scan finds them.
+    let mut table = vec![0u64; b * width];
+    let mut seen = vec![0u64; b];
+    if scan_examples(records, spec, &mut found, Some((&mut table, &mut seen)))? {
+        return Ok(None);
+    }
+    let mut context = Vec::with_capacity(spec.len());
+    for f in 0..spec.len() {
+        let column = match spec.direct(f) {
+            Some(d) => {
+                let cfg = &spec.features[f];
+                let (table, seen, index) = (&table[..], &seen[..], usize::from(d.index));
+                let direct = FromDirect {
+                    cfg,
+                    table,
+                    width,
+                    index,
+                    seen,
+                };
+                match with_dtype(cfg, direct)? {
+                    Some(column) => column,
+                    None => return Ok(None),
+                }
+            }
+            None => feature_column(spec, f, &found, b, Rules::Example)?,
+        };
+        context.push(column);
+    }
+    Ok(Some(ParsedBatch {
+        context,
+        sequence: Vec::new(),
+    }))
+}
+
+/// Pass 1 over a batch of Examples into `found` (`found[slot * rows + row]`) and, with
+/// `direct`, the table of direct values (row-major, `spec.direct_count()` a row) and each
+/// row's seen bits. True when a direct feature came in an unusual form (see [`DirectRow`]).
+fn scan_examples<'a>(
+    records: &[&'a [u8]],
+    spec: &CompiledSpec,
+    found: &mut [Found<'a>],
+    direct: Option<(&mut [u64], &mut [u64])>,
+) -> Result<bool> {
+    let (b, width) = (records.len(), spec.direct_count());
+    let (mut table, mut seen) = direct.unzip();
+    let mut keys: [KeyCache<'a>; 2] = Default::default();
+    let mut unusual = false;
+    for (row, rec) in records.iter().enumerate() {
+        if let Some(ahead) = records.get(row + PREFETCH_ROWS) {
+            prefetch_record(ahead);
+        }
+        let mut at = FoundRow {
+            found: &mut *found,
+            rows: b,
+            row,
+        };
+        let mut direct_row = table.as_mut().map(|table| DirectRow {
+            values: &mut table[row * width..(row + 1) * width],
+            seen: 0,
+            unusual: false,
+        });
+        scan_record(rec, spec, &mut at, direct_row.as_mut(), None, &mut keys).map_err(|m| {
+            Error::Parse {
+                loc: Location::row(row),
+                feature: None,
+                detail: format!("malformed tf.train.Example: {m}"),
+            }
+        })?;
+        if let (Some(r), Some(seen)) = (direct_row, seen.as_mut()) {
+            seen[row] = r.seen;
+            unusual |= r.unusual;
+        }
+    }
+    Ok(unusual)
 }
 
 /// Parses serialized `tf.train.SequenceExample`s: `context` against the Example rules,
@@ -252,6 +391,7 @@ pub fn parse_sequence_examples<'a>(
             rec,
             context,
             &mut found(&mut found_c),
+            None,
             Some((sequence, &mut found(&mut found_s))),
             &mut keys,
         )
@@ -606,5 +746,184 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+    }
+
+    /// A spec of scalars, every numeric dtype, with and without defaults (all direct), and one
+    /// bytes feature (not direct): `(spec, names, float per name)`.
+    fn scalar_spec(with_bytes: bool) -> (CompiledSpec, Vec<(String, bool)>) {
+        let mut features = Vec::new();
+        let mut names = Vec::new();
+        for (i, dtype) in OutDType::ALL.into_iter().enumerate() {
+            if dtype == OutDType::Bytes {
+                continue;
+            }
+            let float = dtype.wire() == crate::wire::Wire::Float;
+            for with_default in [false, true] {
+                let name = format!("f{i}{}", if with_default { "d" } else { "" });
+                let mut cfg = config(dtype, Kind::Fixed, 1, None);
+                cfg.name = name.clone();
+                cfg.defaults = match (with_default, float, dtype) {
+                    (false, ..) => Defaults::None,
+                    (true, true, _) => Defaults::Float(vec![-2.5]),
+                    (true, false, OutDType::Bool) => Defaults::Int(vec![1]),
+                    (true, false, OutDType::U64) => Defaults::UInt(vec![u64::MAX]),
+                    (true, false, _) => Defaults::Int(vec![7]),
+                };
+                features.push(cfg);
+                names.push((name, float));
+            }
+        }
+        if with_bytes {
+            let mut cfg = config(OutDType::Bytes, Kind::Fixed, 1, None);
+            cfg.name = "b".into();
+            cfg.defaults = Defaults::Bytes(vec![b"none".to_vec()]);
+            features.push(cfg);
+        }
+        (CompiledSpec::new(features).unwrap(), names)
+    }
+
+    /// A Feature for a scalar `(name, float)`: mostly the usual one-value form, else (when
+    /// `odd`) one of the forms only the two-pass parser reads: unpacked, two values, empty,
+    /// kind-less, the other list type; or a value a narrow dtype may not hold (also the only
+    /// oddity when `wide_only`).
+    fn scalar_feature(
+        rng: &mut crate::parse::oracle_tests::Rng,
+        float: bool,
+        odd: bool,
+        wide_only: bool,
+    ) -> Vec<u8> {
+        let value = rng.next();
+        let small = [0u64, 1, 2, 127, 128, 300, 1 << 31, u64::MAX][(value % 8) as usize];
+        let packed = |v: u64| {
+            let mut block = Vec::new();
+            if float {
+                block.extend_from_slice(&(v as f32 / 3.0).to_le_bytes());
+            } else {
+                write_varint(&mut block, v);
+            }
+            let mut list = Vec::new();
+            field(&mut list, 0x0a, &block);
+            list
+        };
+        let kind = if float { 2 } else { 3 };
+        if !odd {
+            return feature(kind, &packed(small % 2));
+        }
+        match if wide_only { 0 } else { rng.next() % 7 } {
+            0 => feature(kind, &packed(small)),
+            1 => feature(kind, &[packed(1), packed(0)].concat()),
+            2 => feature(kind, &[]),
+            3 => Vec::new(),
+            4 => feature(5 - kind, &packed(1)),
+            5 if !float => feature(3, &[0x08, 0x01]),
+            _ => feature(kind, &packed(small % 2)),
+        }
+    }
+
+    /// Pass 1's decoding of direct features gives what the two-pass parser gives, values or
+    /// error, on batches of usual records (where it must not fall back) and of records with
+    /// odd, duplicated, missing and foreign features (where it falls back or agrees).
+    #[test]
+    fn direct_features_parse_as_the_two_pass_parser_does() {
+        let mut rng = crate::parse::oracle_tests::Rng(0x3c6e_f372_fe94_f82b);
+        for with_bytes in [false, true] {
+            let (spec, names) = scalar_spec(with_bytes);
+            assert!(spec.mostly_direct() && spec.direct_count() == names.len());
+            let (mut direct, mut agreed_errors) = (0, 0);
+            for case in 0..400 {
+                // Per mille of features odd; the sixth kind of case has wide values only.
+                let odd_rate = [0, 0, 40, 200, 800, 100][case % 6];
+                let wide_only = case % 6 == 5;
+                let records: Vec<Vec<u8>> = (0..1 + rng.next() % 9)
+                    .map(|_| {
+                        let mut features: Vec<(&str, Vec<u8>)> = Vec::new();
+                        for (name, float) in &names {
+                            let roll = rng.next() % 1000;
+                            let odd = roll < odd_rate;
+                            if odd && roll % 4 == 0 && !wide_only {
+                                continue; // missing
+                            }
+                            let f = scalar_feature(&mut rng, *float, odd, wide_only);
+                            features.push((name, f));
+                            if odd && roll % 4 == 1 && !wide_only {
+                                let again = scalar_feature(&mut rng, *float, false, false);
+                                features.push((name, again));
+                            }
+                        }
+                        if with_bytes && rng.next() % 2 == 0 {
+                            features.push(("b", feature(1, &[0x0a, 0x01, b'x'])));
+                        }
+                        if odd_rate > 0 && !wide_only && rng.next() % 3 == 0 {
+                            let at = rng.next() as usize % features.len().max(1);
+                            features.rotate_left(at);
+                        }
+                        example(&features)
+                    })
+                    .collect();
+                let slices: Vec<&[u8]> = records.iter().map(Vec::as_slice).collect();
+                let reference = format!("{:?}", parse_examples_two_pass(&slices, &spec));
+                let got = format!("{:?}", parse_examples(&slices, &spec));
+                assert_eq!(got, reference, "case {case}");
+                let fast = parse_examples_direct(&slices, &spec);
+                if odd_rate == 0 {
+                    let batch = fast.expect("usual records").expect("decoded in pass 1");
+                    assert_eq!(format!("{:?}", Ok::<_, Error>(batch)), reference);
+                    direct += 1;
+                } else if reference.starts_with("Err") {
+                    agreed_errors += 1;
+                }
+            }
+            assert!(
+                direct >= 100 && agreed_errors >= 50,
+                "{direct} {agreed_errors}"
+            );
+        }
+    }
+
+    /// Which features pass 1 decodes: scalars of a numeric list, up to 64, not one whose
+    /// bytes a decoder reads for its shape; and which specs take that path at all.
+    #[test]
+    fn direct_features_are_numeric_scalars_no_decoder_reads() {
+        use crate::decode::spec::{DecoderConfig, Dim, RawSpec, ShapeFrom, Transform};
+        let scalar = |name: String, dtype| {
+            let mut cfg = config(dtype, Kind::Fixed, 1, None);
+            cfg.name = name;
+            cfg
+        };
+        let mut features: Vec<FeatureConfig> = (0..70)
+            .map(|i| scalar(format!("s{i}"), OutDType::I32))
+            .collect();
+        features.push(scalar("raw".into(), OutDType::Bytes));
+        features.push(config(OutDType::F32, Kind::Fixed, 2, None));
+        let spec = CompiledSpec::new(features).unwrap();
+        assert_eq!(spec.direct_count(), 64);
+        assert_eq!(spec.direct(63).map(|d| d.index), Some(63));
+        assert_eq!(
+            (spec.direct(64), spec.direct(70), spec.direct(71)),
+            (None, None, None)
+        );
+        let raw = DecoderConfig {
+            transform: Transform::Raw(RawSpec {
+                dtype: OutDType::U8,
+                shape: ShapeFrom::Dims(vec![Dim::Feature {
+                    name: "s3".into(),
+                    slot: 0,
+                }]),
+                max_shape: None,
+                little_endian: true,
+            }),
+            skip_errors: false,
+        };
+        let spec = spec.with_decoders(vec![(70, raw)]).unwrap();
+        assert_eq!(spec.direct(3), None, "s3 is the raw feature's shape");
+        assert_eq!(spec.direct(4).map(|d| d.index), Some(3));
+        assert!(spec.mostly_direct());
+        let tokens = CompiledSpec::new(vec![
+            config(OutDType::I32, Kind::Var, 1, None),
+            scalar("label".into(), OutDType::I32),
+        ])
+        .unwrap();
+        assert_eq!(tokens.direct_count(), 1);
+        assert!(!tokens.mostly_direct());
     }
 }

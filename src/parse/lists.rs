@@ -159,6 +159,26 @@ pub(super) trait Decode<'a, T> {
     fn one(_feature: &'a [u8]) -> Option<T> {
         None
     }
+
+    /// A value pass 1 kept as [`direct_raw`] gives it, as a `T` (`None` if it does not fit).
+    #[inline(always)]
+    fn from_raw(_raw: u64) -> Option<T> {
+        None
+    }
+}
+
+/// What [`Decode::one`] reads from a one-value Feature of an int64 (`wire` `Int64`) or float
+/// list, kept as a `u64` (an int64's bits, a float's f32 bits) for [`Decode::from_raw`]: pass
+/// 1's form of a direct feature's value, whatever its output dtype.
+#[inline(always)]
+pub(super) fn direct_raw(wire: crate::wire::Wire, feature: &[u8]) -> Option<u64> {
+    match wire {
+        crate::wire::Wire::Int64 => <Int64Decoder as Decode<i64>>::one(feature).map(|v| v as u64),
+        crate::wire::Wire::Float => {
+            <FloatDecoder as Decode<f32>>::one(feature).map(|v| u64::from(v.to_bits()))
+        }
+        crate::wire::Wire::Bytes => None,
+    }
 }
 
 /// `Int64List`: packed varints (any number of blocks) or single varint fields.
@@ -224,6 +244,11 @@ impl<'a, T: IntOut> Decode<'a, T> for Int64Decoder {
             }
             _ => None,
         }
+    }
+
+    #[inline(always)]
+    fn from_raw(raw: u64) -> Option<T> {
+        T::from_i64(raw as i64)
     }
 
     fn count(list: &'a [u8]) -> std::result::Result<usize, DecodeError> {
@@ -408,6 +433,11 @@ impl<'a, T: FloatOut> Decode<'a, T> for FloatDecoder {
             }
             _ => None,
         }
+    }
+
+    #[inline(always)]
+    fn from_raw(raw: u64) -> Option<T> {
+        Some(T::from_f32(f32::from_bits(raw as u32)))
     }
 
     #[inline]

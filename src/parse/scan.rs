@@ -11,7 +11,8 @@
 //! `Feature`, or `FeatureList`, message) remembered in its slot; unrequested features are
 //! skipped without decoding.
 
-use super::spec::{CompiledSpec, Kind};
+use super::lists::direct_raw;
+use super::spec::{CompiledSpec, Direct, Kind};
 use crate::wire::{self, read_key, read_len_delimited, skip_value};
 
 /// What pass 1 found for one feature in one record: its message bytes, borrowed from the record.
@@ -33,6 +34,32 @@ impl<'a> FoundRow<'_, 'a> {
     }
 }
 
+/// One record's row of the batch's table of direct values (row-major, [`Direct`]'s index
+/// within the row): what pass 1 decoded on the spot, and which of them the record held.
+pub(super) struct DirectRow<'t> {
+    /// This row's values, one per direct feature (those not `seen` are left as they were).
+    pub values: &'t mut [u64],
+    /// Bit `index` is set when the record held direct feature `index`.
+    pub seen: u64,
+    /// Set when a direct feature came in another form than the usual one, or twice: the
+    /// batch then goes to the two-pass parser, whose rules decide those cases.
+    pub unusual: bool,
+}
+
+impl DirectRow<'_> {
+    #[inline(always)]
+    fn take(&mut self, d: Direct, feature: &[u8]) {
+        let bit = 1u64 << d.index;
+        match direct_raw(d.wire, feature) {
+            Some(v) if self.seen & bit == 0 => {
+                self.values[usize::from(d.index)] = v;
+                self.seen |= bit;
+            }
+            _ => self.unusual = true,
+        }
+    }
+}
+
 /// Scans a `Features` (or `FeatureLists`) map, storing the value bytes of requested keys in
 /// their slots of `found` (which hold `None` before the record's scan).
 ///
@@ -41,10 +68,14 @@ impl<'a> FoundRow<'_, 'a> {
 /// order (a key given twice leaves the value empty); a later entry for the same key replaces an
 /// earlier one, except that in an Example's `Features` (`example_features`) an empty (kind-less)
 /// Feature does not replace an earlier value of a FixedLen or FixedLenSequence feature.
+///
+/// With `direct`, the spec's [`Direct`] features are decoded into it instead of stored in
+/// `found`.
 fn scan_map<'a>(
     map: &'a [u8],
     spec: &CompiledSpec,
     found: &mut FoundRow<'_, 'a>,
+    mut direct: Option<&mut DirectRow<'_>>,
     example_features: bool,
     what: &'static str,
     keys: &mut KeyCache<'a>,
@@ -73,6 +104,10 @@ fn scan_map<'a>(
         let slot = keys.slot(entry_index, key, spec);
         entry_index += 1;
         if let Some(slot) = slot {
+            if let (Some(row), Some(d)) = (direct.as_deref_mut(), spec.direct(slot)) {
+                row.take(d, value);
+                continue;
+            }
             let at = found.at(slot);
             let keep_earlier = example_features
                 && value.is_empty()
@@ -194,11 +229,13 @@ fn same_key(a: &[u8], b: &[u8]) -> bool {
     }
 }
 
-/// Scans one serialized Example (`seq = None`) or SequenceExample.
+/// Scans one serialized Example (`seq = None`) or SequenceExample; `direct` (an Example's
+/// only) as [`scan_map`] takes it.
 pub(super) fn scan_record<'a>(
     record: &'a [u8],
     context: &CompiledSpec,
     ctx_found: &mut FoundRow<'_, 'a>,
+    mut direct: Option<&mut DirectRow<'_>>,
     seq: Option<(&CompiledSpec, &mut FoundRow<'_, 'a>)>,
     keys: &mut [KeyCache<'a>; 2],
 ) -> std::result::Result<(), &'static str> {
@@ -212,13 +249,22 @@ pub(super) fn scan_record<'a>(
                     read_len_delimited(record, &mut pos).ok_or("features overrun the record")?;
                 // TensorFlow's SequenceExample parser lacks the Example parser's kind-less rule.
                 let what = "unexpected field in Features";
-                scan_map(map, context, ctx_found, seq.is_none(), what, &mut keys[0])?;
+                let row = direct.as_deref_mut();
+                scan_map(
+                    map,
+                    context,
+                    ctx_found,
+                    row,
+                    seq.is_none(),
+                    what,
+                    &mut keys[0],
+                )?;
             }
             (2, wire::LEN, Some((spec, found))) => {
                 let map = read_len_delimited(record, &mut pos)
                     .ok_or("feature_lists overrun the record")?;
                 let what = "unexpected field in FeatureLists";
-                scan_map(map, spec, found, false, what, &mut keys[1])?;
+                scan_map(map, spec, found, None, false, what, &mut keys[1])?;
             }
             _ => skip_value(record, &mut pos, wt).ok_or("malformed field")?,
         }
