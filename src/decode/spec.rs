@@ -48,6 +48,19 @@ impl ShapeFrom {
         }
     }
 
+    /// The slots of the features the shape is read from (set by the spec compiler).
+    pub fn source_slots(&self) -> impl Iterator<Item = usize> + '_ {
+        let (dims, whole) = match self {
+            ShapeFrom::Dims(dims) => (&dims[..], None),
+            ShapeFrom::Feature { slot, .. } => (&[][..], Some(*slot)),
+        };
+        let per_axis = dims.iter().filter_map(|d| match d {
+            Dim::Feature { slot, .. } => Some(*slot),
+            _ => None,
+        });
+        per_axis.chain(whole)
+    }
+
     /// True when every axis has a size known from the spec alone.
     pub fn is_static(&self) -> bool {
         match self {

@@ -8,7 +8,7 @@ use half::{bf16, f16};
 use super::feature_list::fill_feature_list;
 use super::fill::{fill_fixed, fill_var, Ctx};
 use super::lists::{BytesDecoder, Decode, FloatDecoder, FloatOut, Int64Decoder, IntOut, Zero};
-use super::scan::{scan_record, DirectRow, Found, FoundRow, KeyCache};
+use super::scan::{scan_record, DirectTable, Found, FoundRow, KeyCache};
 use super::spec::{CompiledSpec, Defaults, FeatureConfig, Kind};
 use crate::column::{Column, ColumnData};
 use crate::decode::{self, Inputs};
@@ -189,16 +189,14 @@ fn decode_column<'a>(
     with_dtype(cfg, FromFound { cfg, found, rules })
 }
 
-/// A [`Direct`](super::spec::Direct) feature's column from the values pass 1 decoded: row `row`'s is
-/// `table[row * width + index]` if bit `index` of `seen[row]` says the record held it, else
-/// the default. `None` when a value does not fit the dtype or a feature without a default is
-/// missing: the two-pass parser then says which (see [`parse_examples`]).
+/// A [`Direct`](super::spec::Direct) feature's column (`index` in `table`) from the values
+/// pass 1 decoded, the default where a record lacked it. `None` when a value does not fit the
+/// dtype or a feature without a default is missing: the two-pass parser then says which (see
+/// [`parse_examples`]).
 struct FromDirect<'t, 'a> {
     cfg: &'a FeatureConfig,
-    table: &'t [u64],
-    width: usize,
+    table: &'t DirectTable,
     index: usize,
-    seen: &'t [u64],
 }
 
 impl<'a> ColumnBuilder<'a> for FromDirect<'_, 'a> {
@@ -208,21 +206,14 @@ impl<'a> ColumnBuilder<'a> for FromDirect<'_, 'a> {
         defaults: Vec<T>,
         wrap: fn(Vec<T>) -> ColumnData<'a>,
     ) -> Result<Option<Column<'a>>> {
-        let rows = self.seen.len();
+        let rows = self.table.rows();
         let mut out: Vec<T> = Ctx { cfg: self.cfg }.alloc(rows, 1, T::zero())?;
         let default = match defaults[..] {
             [x] => Some(x),
             _ => None,
         };
-        let bit = 1u64 << self.index;
-        let values = self.table.iter().skip(self.index).step_by(self.width);
-        for ((o, &seen), &raw) in out.iter_mut().zip(self.seen).zip(values) {
-            let value = if seen & bit != 0 {
-                D::from_raw(raw)
-            } else {
-                default
-            };
-            match value {
+        for (row, o) in out.iter_mut().enumerate() {
+            match self.table.get(row, self.index).map_or(default, D::from_raw) {
                 Some(v) => *o = v,
                 None => return Ok(None),
             }
@@ -291,10 +282,8 @@ fn parse_examples_direct<'a>(
         spec.slot_count()
     };
     let mut found: Vec<Found<'a>> = vec![None; slots * b];
-    // Row-major: a record's direct values are stored side by side as its scan finds them.
-    let mut table = vec![0u64; b * width];
-    let mut seen = vec![0u64; b];
-    if scan_examples(records, spec, &mut found, Some((&mut table, &mut seen)))? {
+    let mut table = DirectTable::new(b, width);
+    if scan_examples(records, spec, &mut found, Some(&mut table))? {
         return Ok(None);
     }
     let mut context = Vec::with_capacity(spec.len());
@@ -302,15 +291,15 @@ fn parse_examples_direct<'a>(
         let column = match spec.direct(f) {
             Some(d) => {
                 let cfg = &spec.features[f];
-                let (table, seen, index) = (&table[..], &seen[..], usize::from(d.index));
-                let direct = FromDirect {
+                let index = usize::from(d.index);
+                match with_dtype(
                     cfg,
-                    table,
-                    width,
-                    index,
-                    seen,
-                };
-                match with_dtype(cfg, direct)? {
+                    FromDirect {
+                        cfg,
+                        table: &table,
+                        index,
+                    },
+                )? {
                     Some(column) => column,
                     None => return Ok(None),
                 }
@@ -326,18 +315,17 @@ fn parse_examples_direct<'a>(
 }
 
 /// Pass 1 over a batch of Examples into `found` (`found[slot * rows + row]`) and, with
-/// `direct`, the table of direct values (row-major, `spec.direct_count()` a row) and each
-/// row's seen bits. True when a direct feature came in an unusual form (see [`DirectRow`]).
+/// `direct`, the spec's direct features into that table. True, as soon as it is known, when a
+/// direct feature came in an unusual form (see [`DirectRow`](super::scan::DirectRow)): the
+/// batch is then the two-pass parser's, which scans it again.
 fn scan_examples<'a>(
     records: &[&'a [u8]],
     spec: &CompiledSpec,
     found: &mut [Found<'a>],
-    direct: Option<(&mut [u64], &mut [u64])>,
+    mut direct: Option<&mut DirectTable>,
 ) -> Result<bool> {
-    let (b, width) = (records.len(), spec.direct_count());
-    let (mut table, mut seen) = direct.unzip();
+    let b = records.len();
     let mut keys: [KeyCache<'a>; 2] = Default::default();
-    let mut unusual = false;
     for (row, rec) in records.iter().enumerate() {
         if let Some(ahead) = records.get(row + PREFETCH_ROWS) {
             prefetch_record(ahead);
@@ -347,11 +335,7 @@ fn scan_examples<'a>(
             rows: b,
             row,
         };
-        let mut direct_row = table.as_mut().map(|table| DirectRow {
-            values: &mut table[row * width..(row + 1) * width],
-            seen: 0,
-            unusual: false,
-        });
+        let mut direct_row = direct.as_deref_mut().map(|table| table.row(row));
         scan_record(rec, spec, &mut at, direct_row.as_mut(), None, &mut keys).map_err(|m| {
             Error::Parse {
                 loc: Location::row(row),
@@ -359,12 +343,11 @@ fn scan_examples<'a>(
                 detail: format!("malformed tf.train.Example: {m}"),
             }
         })?;
-        if let (Some(r), Some(seen)) = (direct_row, seen.as_mut()) {
-            seen[row] = r.seen;
-            unusual |= r.unusual;
+        if direct_row.is_some_and(|r| !r.commit()) {
+            return Ok(true);
         }
     }
-    Ok(unusual)
+    Ok(false)
 }
 
 /// Parses serialized `tf.train.SequenceExample`s: `context` against the Example rules,
@@ -878,52 +861,5 @@ mod tests {
                 "{direct} {agreed_errors}"
             );
         }
-    }
-
-    /// Which features pass 1 decodes: scalars of a numeric list, up to 64, not one whose
-    /// bytes a decoder reads for its shape; and which specs take that path at all.
-    #[test]
-    fn direct_features_are_numeric_scalars_no_decoder_reads() {
-        use crate::decode::spec::{DecoderConfig, Dim, RawSpec, ShapeFrom, Transform};
-        let scalar = |name: String, dtype| {
-            let mut cfg = config(dtype, Kind::Fixed, 1, None);
-            cfg.name = name;
-            cfg
-        };
-        let mut features: Vec<FeatureConfig> = (0..70)
-            .map(|i| scalar(format!("s{i}"), OutDType::I32))
-            .collect();
-        features.push(scalar("raw".into(), OutDType::Bytes));
-        features.push(config(OutDType::F32, Kind::Fixed, 2, None));
-        let spec = CompiledSpec::new(features).unwrap();
-        assert_eq!(spec.direct_count(), 64);
-        assert_eq!(spec.direct(63).map(|d| d.index), Some(63));
-        assert_eq!(
-            (spec.direct(64), spec.direct(70), spec.direct(71)),
-            (None, None, None)
-        );
-        let raw = DecoderConfig {
-            transform: Transform::Raw(RawSpec {
-                dtype: OutDType::U8,
-                shape: ShapeFrom::Dims(vec![Dim::Feature {
-                    name: "s3".into(),
-                    slot: 0,
-                }]),
-                max_shape: None,
-                little_endian: true,
-            }),
-            skip_errors: false,
-        };
-        let spec = spec.with_decoders(vec![(70, raw)]).unwrap();
-        assert_eq!(spec.direct(3), None, "s3 is the raw feature's shape");
-        assert_eq!(spec.direct(4).map(|d| d.index), Some(3));
-        assert!(spec.mostly_direct());
-        let tokens = CompiledSpec::new(vec![
-            config(OutDType::I32, Kind::Var, 1, None),
-            scalar("label".into(), OutDType::I32),
-        ])
-        .unwrap();
-        assert_eq!(tokens.direct_count(), 1);
-        assert!(!tokens.mostly_direct());
     }
 }

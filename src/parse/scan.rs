@@ -34,19 +34,67 @@ impl<'a> FoundRow<'_, 'a> {
     }
 }
 
-/// One record's row of the batch's table of direct values (row-major, [`Direct`]'s index
-/// within the row): what pass 1 decoded on the spot, and which of them the record held.
+/// Pass 1's table of the batch's direct values (see [`Direct`]): row-major, one value per
+/// direct feature a row (`Direct::index`), so that a record's values are stored side by side
+/// as its scan finds them; and per row, which of them the record held.
+pub(super) struct DirectTable {
+    values: Vec<u64>,
+    seen: Vec<u64>,
+    width: usize,
+}
+
+impl DirectTable {
+    /// A table for `rows` records of `width` direct features.
+    pub fn new(rows: usize, width: usize) -> Self {
+        DirectTable {
+            values: vec![0; rows * width],
+            seen: vec![0; rows],
+            width,
+        }
+    }
+
+    /// Row `row`, for its record's scan (then [`DirectRow::commit`]).
+    pub fn row(&mut self, row: usize) -> DirectRow<'_> {
+        DirectRow {
+            values: &mut self.values[row * self.width..(row + 1) * self.width],
+            seen_in_table: &mut self.seen[row],
+            seen: 0,
+            unusual: false,
+        }
+    }
+
+    /// Direct feature `index` of row `row`: `Some(value)` where the record held it.
+    #[inline(always)]
+    pub fn get(&self, row: usize, index: usize) -> Option<u64> {
+        let held = self.seen[row] & (1u64 << index) != 0;
+        held.then(|| self.values[row * self.width + index])
+    }
+
+    /// Rows in the table.
+    pub fn rows(&self) -> usize {
+        self.seen.len()
+    }
+}
+
+/// One record's row of a [`DirectTable`]. Its seen bits are kept here while the record is
+/// scanned (a register, not a store per feature) and go back to the table once it is.
 pub(super) struct DirectRow<'t> {
-    /// This row's values, one per direct feature (those not `seen` are left as they were).
-    pub values: &'t mut [u64],
+    values: &'t mut [u64],
+    seen_in_table: &'t mut u64,
     /// Bit `index` is set when the record held direct feature `index`.
-    pub seen: u64,
+    seen: u64,
     /// Set when a direct feature came in another form than the usual one, or twice: the
     /// batch then goes to the two-pass parser, whose rules decide those cases.
-    pub unusual: bool,
+    unusual: bool,
 }
 
 impl DirectRow<'_> {
+    /// Keeps the record's seen bits in the table; false when the record was unusual.
+    pub fn commit(self) -> bool {
+        *self.seen_in_table = self.seen;
+        !self.unusual
+    }
+
     #[inline(always)]
     fn take(&mut self, d: Direct, feature: &[u8]) {
         let bit = 1u64 << d.index;

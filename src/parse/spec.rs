@@ -190,16 +190,9 @@ impl CompiledSpec {
         let mut sources = vec![false; self.slot_count()];
         for dec in self.decoders.iter().flatten() {
             if let Transform::Raw(raw) = &dec.transform {
-                match &raw.shape {
-                    ShapeFrom::Dims(dims) => {
-                        for d in dims {
-                            if let Dim::Feature { slot, .. } = d {
-                                sources[*slot] = true;
-                            }
-                        }
-                    }
-                    ShapeFrom::Feature { slot, .. } => sources[*slot] = true,
-                }
+                raw.shape
+                    .source_slots()
+                    .for_each(|slot| sources[slot] = true);
             }
         }
         let mut count = 0;
@@ -592,5 +585,40 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+    }
+
+    /// Which features pass 1 decodes: scalars of a numeric list, up to 64, not one whose
+    /// bytes a decoder reads for its shape; and which specs take that path at all.
+    #[test]
+    fn direct_features_are_numeric_scalars_no_decoder_reads() {
+        let mut features: Vec<FeatureConfig> = (0..70)
+            .map(|i| feature(&format!("s{i}"), Kind::Fixed, OutDType::I32, 1))
+            .collect();
+        features.push(feature("raw", Kind::Fixed, OutDType::Bytes, 1));
+        features.push(feature("pair", Kind::Fixed, OutDType::F32, 2));
+        let spec = CompiledSpec::new(features).unwrap();
+        assert_eq!(spec.direct_count(), 64);
+        assert_eq!(spec.direct(63).map(|d| d.index), Some(63));
+        assert_eq!(
+            (spec.direct(64), spec.direct(70), spec.direct(71)),
+            (None, None, None)
+        );
+        let s3 = Dim::Feature {
+            name: "s3".into(),
+            slot: 0,
+        };
+        let spec = spec
+            .with_decoders(vec![(70, raw(ShapeFrom::Dims(vec![s3]), None))])
+            .unwrap();
+        assert_eq!(spec.direct(3), None, "s3 is the raw feature's shape");
+        assert_eq!(spec.direct(4).map(|d| d.index), Some(3));
+        assert!(spec.mostly_direct());
+        let tokens = CompiledSpec::new(vec![
+            feature("tokens", Kind::Var, OutDType::I32, 1),
+            feature("label", Kind::Fixed, OutDType::I32, 1),
+        ])
+        .unwrap();
+        assert_eq!(tokens.direct_count(), 1);
+        assert!(!tokens.mostly_direct());
     }
 }
