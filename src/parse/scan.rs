@@ -152,9 +152,13 @@ fn scan_map<'a>(
         let slot = keys.slot(entry_index, key, spec);
         entry_index += 1;
         if let Some(slot) = slot {
-            if let (Some(row), Some(d)) = (direct.as_deref_mut(), spec.direct(slot)) {
-                row.take(d, value);
-                continue;
+            // Without a direct table (SequenceExamples, specs of few scalars) the spec's
+            // direct slots are not even looked up.
+            if let Some(row) = direct.as_deref_mut() {
+                if let Some(d) = spec.direct(slot) {
+                    row.take(d, value);
+                    continue;
+                }
             }
             let at = found.at(slot);
             let keep_earlier = example_features
