@@ -411,7 +411,8 @@ mod tests {
                 continue;
             }
             let room = (next() % 320) as usize;
-            let (mut a, mut b) = (vec![0i32; room], vec![0i32; room]);
+            // Not zeros (the empty lanes' value), so that a write past the values shows.
+            let (mut a, mut b) = (vec![-7i32; room], vec![-7i32; room]);
             let (mut na, mut nb) = (0, 0);
             // SAFETY: the CPU has SSSE3 and BMI1 (checked above).
             let ra = unsafe { decode_prefix_ssse3(&block, &mut a, &mut na) };
