@@ -188,16 +188,17 @@ impl<T: ZeroBits + Default> DenseBatch<T> {
     }
 }
 
-/// Spare batches: the memory of decoded batches that Python has freed, kept for the next
-/// batch of the same size.
+/// Spare batches: the memory of batch columns that Python has freed (decoded images and
+/// tensors, parsed numbers), kept for the next column of the same size.
 ///
 /// Why: a batch of 256 224x224x3 images is 38.5 MB, above glibc's largest mmap threshold, so
 /// each batch was fresh memory that the kernel zeroed page by page before the decoder wrote
 /// over it (`clear_page_erms`, 10 % of the JPEG Loader's CPU, and the same DRAM traffic again
-/// as the pixels). Decoded batches are written whole, so a spare needs no zeroing. A numpy
-/// array over a decoded batch owns its memory as a [`Spare`] and [`give`]s it back here when it
-/// is freed (`python::parser::BatchMemory`); few are kept ([`MAX_SPARES`], [`MAX_BYTES`]), the
-/// oldest dropped first. A Loader's start calls [`in_use`] and its end [`idle`]: once no Loader
+/// as the pixels); smaller parsed columns fared alike (see [`MIN_BYTES`]). Decoded batches are
+/// written whole, so a spare needs no zeroing; a parsed column fills it with its padding first
+/// ([`super::try_filled_reusing`]). A numpy array over such a column owns its memory as a
+/// [`Spare`] and [`give`]s it back here when it is freed (`python::parser::BatchMemory`); few
+/// are kept ([`MAX_SPARES`], [`MAX_LARGE_SPARES`], [`MAX_BYTES`]), the oldest dropped first. A Loader's start calls [`in_use`] and its end [`idle`]: once no Loader
 /// runs, the kernel may take the spares' pages back when it needs memory (also those of
 /// batches freed after that, such as the consumer's last), and the next Loader reuses what it
 /// has not taken; [`release`] frees them outright.
@@ -210,12 +211,25 @@ pub mod spares {
     use super::ZeroBits;
 
     /// Spares kept at most: a Loader's consumer frees one batch as the next is decoded, so
-    /// one or two wait here at a time.
-    pub const MAX_SPARES: usize = 4;
+    /// one or two of each size wait here at a time (a batch may have several columns of its
+    /// own size: tokens, their segment ids and positions).
+    pub const MAX_SPARES: usize = 16;
+    /// Spares of [`LARGE_BYTES`] or more kept at most (decoded images: 38.5 MB a batch).
+    pub const MAX_LARGE_SPARES: usize = 4;
+    /// What counts as a large spare.
+    pub const LARGE_BYTES: usize = super::HUGE_PAGE_MIN_BYTES;
     /// Bytes kept at most.
     pub const MAX_BYTES: usize = 512 << 20;
-    /// Smaller batches are not kept: glibc reuses their memory without the kernel.
-    pub const MIN_BYTES: usize = super::HUGE_PAGE_MIN_BYTES;
+    /// Smaller batches are not kept: glibc keeps and reuses memory of their size.
+    ///
+    /// Why not larger (4 MiB, decoded batches only, until this was measured): glibc does not
+    /// keep columns of a few hundred KiB for long either. Freed by the consumer into the
+    /// parse threads' heaps, the heaps' free tops go back to the kernel, and the columns came
+    /// again from fresh pages: a tokens column is 256 KiB (256 rows of 256 int32), and in a
+    /// process that has run other work (tf.data, here) the Loader took 7 page faults a batch
+    /// for them, the kernel's zeroing of the pages (`clear_page_erms`) a tenth of the parse
+    /// threads' time.
+    pub const MIN_BYTES: usize = 64 << 10;
 
     /// An allocation taken out of a `Vec` (its values left in it), with the layout the global
     /// allocator frees it with; dropping it frees it.
@@ -268,19 +282,12 @@ pub mod spares {
     /// Loader starting while another ends sees one or the other state, never half of each.
     struct Kept {
         spares: VecDeque<Spare>,
-        /// Loaders running: between their [`in_use`] and [`idle`].
-        running: usize,
-        /// The last running Loader has ended and none started since: a spare given back now
-        /// (a batch the consumer still held at the end, freed later) waits as [`idle`] left
-        /// the others. False before any Loader, so parses outside one keep their spares as
-        /// they are.
-        waiting: bool,
+        loaders: super::Loaders,
     }
 
     static KEPT: Mutex<Kept> = Mutex::new(Kept {
         spares: VecDeque::new(),
-        running: 0,
-        waiting: false,
+        loaders: super::Loaders::new(),
     });
 
     fn kept() -> std::sync::MutexGuard<'static, Kept> {
@@ -297,9 +304,9 @@ pub mod spares {
         let mut evicted = Vec::new();
         {
             let mut k = kept();
-            if k.waiting {
+            if k.loaders.waiting() {
                 #[cfg(target_os = "linux")]
-                lazily_free(&spare);
+                super::lazily_free(spare.as_ptr(), spare.bytes());
                 #[cfg(not(target_os = "linux"))]
                 {
                     drop(k);
@@ -309,10 +316,19 @@ pub mod spares {
             let q = &mut k.spares;
             q.push_back(spare);
             let mut bytes: usize = q.iter().map(Spare::bytes).sum();
-            while q.len() > MAX_SPARES || bytes > MAX_BYTES {
-                let old = q
-                    .pop_front()
-                    .expect("the queue holds the spare just pushed");
+            loop {
+                let large = q.iter().filter(|s| s.bytes() >= LARGE_BYTES);
+                // The oldest large one when too many are large, else the oldest of all.
+                let at = if large.count() > MAX_LARGE_SPARES {
+                    q.iter().position(|s| s.bytes() >= LARGE_BYTES)
+                } else if q.len() > MAX_SPARES || bytes > MAX_BYTES {
+                    Some(0)
+                } else {
+                    None
+                };
+                let Some(old) = at.and_then(|at| q.remove(at)) else {
+                    break;
+                };
                 bytes -= old.bytes();
                 evicted.push(old);
             }
@@ -361,14 +377,15 @@ pub mod spares {
     /// to reuse the spares, which are left as they are.
     pub fn idle() {
         let mut k = kept();
-        k.running = k.running.saturating_sub(1);
-        if k.running > 0 {
+        if !k.loaders.end() {
             return;
         }
-        k.waiting = true;
+        // The advice's contract: each spare is its own allocation, which nothing reads or
+        // writes while it is kept; once reclaimed its pages read as zeros, and every batch
+        // writes its memory whole before it is read.
         #[cfg(target_os = "linux")]
         for s in &k.spares {
-            lazily_free(s);
+            super::lazily_free(s.as_ptr(), s.bytes());
         }
         #[cfg(not(target_os = "linux"))]
         {
@@ -379,23 +396,7 @@ pub mod spares {
 
     /// A Loader starts: the spares serve its batches until its [`idle`].
     pub fn in_use() {
-        let mut k = kept();
-        k.running += 1;
-        k.waiting = false;
-    }
-
-    /// Hands `spare`'s pages to the kernel to reclaim when it needs memory (`MADV_FREE`).
-    #[cfg(target_os = "linux")]
-    fn lazily_free(spare: &Spare) {
-        // SAFETY (the advice's contract): the spare's own allocation, which nothing reads or
-        // writes while it is kept; once reclaimed its pages read as zeros, and every batch
-        // writes its memory whole before it is read.
-        super::advise_inside(
-            spare.as_ptr(),
-            spare.bytes(),
-            super::page_size(),
-            libc::MADV_FREE,
-        );
+        kept().loaders.start();
     }
 
     /// How many spares are kept, and their bytes.
@@ -403,6 +404,73 @@ pub mod spares {
         let q = &kept().spares;
         (q.len(), q.iter().map(Spare::bytes).sum())
     }
+}
+
+/// How many Loaders run, for memory kept between batches ([`spares`], the read blocks' pool):
+/// kept as it is while one runs, handed to the kernel to reclaim lazily once none does.
+#[derive(Debug)]
+pub struct Loaders {
+    /// Loaders running: between their start and end.
+    running: usize,
+    /// The last running Loader has ended and none started since: memory given back now (a
+    /// batch the consumer still held at the end, freed later) waits as the end left the rest.
+    /// False before any Loader, so work outside one keeps its memory as it is.
+    waiting: bool,
+}
+
+impl Loaders {
+    /// None has run yet.
+    pub const fn new() -> Self {
+        Loaders {
+            running: 0,
+            waiting: false,
+        }
+    }
+
+    /// A Loader starts.
+    pub fn start(&mut self) {
+        self.running += 1;
+        self.waiting = false;
+    }
+
+    /// A Loader ends; true when it was the last one running (the kept memory then waits).
+    pub fn end(&mut self) -> bool {
+        self.running = self.running.saturating_sub(1);
+        self.waiting = self.running == 0;
+        self.waiting
+    }
+
+    /// Whether memory given back now waits for a later Loader (see [`Loaders::end`]).
+    pub fn waiting(&self) -> bool {
+        self.waiting
+    }
+}
+
+impl Default for Loaders {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Hands the whole pages of the allocation `[ptr, ptr + bytes)` to the kernel to reclaim when
+/// it needs memory (`MADV_FREE`): it takes them without writing them anywhere, and they read
+/// as zeros once it has; until then they hold what they held.
+///
+/// The caller answers for the memory being its own and read by nothing that expects its old
+/// contents after a reclaim.
+#[cfg(target_os = "linux")]
+pub fn lazily_free(ptr: *const u8, bytes: usize) {
+    advise_inside(ptr, bytes, page_size(), libc::MADV_FREE);
+}
+
+/// `len` copies of `fill` in a kept spare of that size (see [`spares`]) if there is one, else
+/// as [`try_filled_zeroable`].
+pub fn try_filled_reusing<T: ZeroBits>(len: usize, fill: T) -> Result<Vec<T>, AllocError> {
+    if let Some(mut v) = spares::take::<T>(len) {
+        v.fill(fill);
+        return Ok(v);
+    }
+    try_filled_zeroable(len, fill)
 }
 
 /// The size of a memory page.
@@ -607,6 +675,24 @@ mod tests {
         assert!(spares::take::<u8>(len).is_none(), "the oldest was dropped");
         let newest = spares::take::<u8>(len + 4096 * spares::MAX_SPARES).unwrap();
         assert!(newest.iter().all(|&x| x == spares::MAX_SPARES as u8));
+        // Of large ones at most MAX_LARGE_SPARES, the oldest large one dropped first: a small
+        // one kept before them stays.
+        spares::release();
+        give(vec![0u8; len]);
+        let large = spares::LARGE_BYTES + 8192;
+        for k in 1..=spares::MAX_LARGE_SPARES + 1 {
+            give(vec![k as u8; large + k]);
+        }
+        assert_eq!(spares::held().0, 1 + spares::MAX_LARGE_SPARES);
+        assert!(
+            spares::take::<u8>(large + 1).is_none(),
+            "the oldest large one was dropped"
+        );
+        for k in 2..=spares::MAX_LARGE_SPARES + 1 {
+            drop(spares::take::<u8>(large + k).expect("a newer large one is kept"));
+        }
+        drop(spares::take::<u8>(len).expect("the small one is kept"));
+        give(vec![1u8; len + 4096]); // what the MAX_SPARES steps left, for the checks below
         assert!(DenseBatch::<u64>::new(usize::MAX / 2, 4).is_err());
         // A Loader's end keeps them (their pages the kernel's to reclaim on Linux), and a batch
         // of that size still takes one; its memory holds the old values or, reclaimed, zeros.

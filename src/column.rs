@@ -56,8 +56,8 @@ pub struct Column<'a> {
     pub skipped: u64,
     /// The first few of them ([`MAX_SKIPS`]): which row, and why.
     pub skips: Vec<RowSkip>,
-    /// A decoded batch (images, tensors): its values' memory may serve a later batch of the
-    /// same size once Python frees it ([`crate::alloc::spares`]).
+    /// A batch of numbers (decoded images and tensors, parsed features): its values' memory may
+    /// serve a later batch of the same size once Python frees it ([`crate::alloc::spares`]).
     pub reusable: bool,
 }
 

@@ -221,16 +221,16 @@ def pack_documents(
     split: bool,
 ) -> dict[str, Any]: ...
 def spare_batches() -> tuple[int, int]:
-    """`(count, bytes)` of the decoded batches' memory kept for the next batches of their size."""
+    """`(count, bytes)` of the freed batch columns' memory kept for the next of their size."""
 
 def release_spare_batches() -> None:
-    """Frees the decoded batches' memory kept for reuse."""
+    """Frees the batch columns' memory kept for reuse."""
 
 def use_spare_batches() -> None:
-    """A Loader starts: the kept batches' memory serves it until its `idle_spare_batches`."""
+    """A Loader starts: kept batch memory and pooled read blocks serve it as they are."""
 
 def idle_spare_batches() -> None:
-    """A Loader ends: once none runs, the kernel may take the kept batches' pages when needed."""
+    """A Loader ends: once none runs, the kernel may take the kept memory's pages when needed."""
 
 @final
 class BatchMemory:

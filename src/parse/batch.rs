@@ -53,13 +53,17 @@ fn column_of<'a, T: Zero, D: Decode<'a, T>>(
             lengths,
             steps: Some(steps),
             truncated,
+            reusable: true,
             ..Column::new(wrap(data), shape)
         });
     }
     match cfg.kind {
         Kind::Fixed => {
             let data = fill_fixed::<T, D>(&ctx, found, &defaults, kind_rules == Rules::Example)?;
-            Ok(Column::new(wrap(data), vec![b, cfg.n]))
+            Ok(Column {
+                reusable: true,
+                ..Column::new(wrap(data), vec![b, cfg.n])
+            })
         }
         Kind::Var | Kind::Sequence => {
             let pad = defaults.first().copied().unwrap_or_else(T::zero);
@@ -72,6 +76,7 @@ fn column_of<'a, T: Zero, D: Decode<'a, T>>(
             Ok(Column {
                 lengths: Some(lengths),
                 truncated,
+                reusable: true,
                 ..Column::new(wrap(data), shape)
             })
         }
@@ -218,7 +223,10 @@ impl<'a> ColumnBuilder<'a> for FromDirect<'_, 'a> {
                 None => return Ok(None),
             }
         }
-        Ok(Some(Column::new(wrap(out), vec![rows, 1])))
+        Ok(Some(Column {
+            reusable: true,
+            ..Column::new(wrap(out), vec![rows, 1])
+        }))
     }
 }
 

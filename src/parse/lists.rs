@@ -15,7 +15,7 @@
 use half::{bf16, f16};
 
 use super::short_varints;
-use crate::alloc::{try_filled, try_filled_zeroable, AllocError};
+use crate::alloc::{try_filled, try_filled_reusing, AllocError};
 use crate::wire::{self, read_key, read_len_delimited, read_varint};
 
 /// Why a list could not be decoded.
@@ -40,7 +40,7 @@ macro_rules! zero {
             fn zero() -> Self { $z }
             #[inline]
             fn filled(len: usize, fill: Self) -> Result<Vec<Self>, AllocError> {
-                try_filled_zeroable(len, fill)
+                try_filled_reusing(len, fill)
             }
         }
     )*};

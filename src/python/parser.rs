@@ -17,6 +17,7 @@ use crate::column::{self, ColumnData, RowSkip};
 use crate::error::{Error, ErrorKind, Location, Result, Skip};
 use crate::parse::spec::CompiledSpec;
 use crate::parse::{self, ParsedBatch};
+use crate::records::blocks;
 
 /// One parsed feature for the whole batch. Every field is named: adding one is one change
 /// here and one where `jaxrec/_parse.py` reads it.
@@ -139,22 +140,24 @@ pub(super) fn release_spare_batches() {
     spares::release();
 }
 
-/// A Loader starts: the spare batches serve it until its `idle_spare_batches` (see
-/// `alloc::spares::in_use`).
+/// A Loader starts: the spare batches and the pooled read blocks serve it until its
+/// `idle_spare_batches` (see `alloc::spares::in_use`, `records::blocks::in_use`).
 #[pyfunction]
 pub(super) fn use_spare_batches() {
     spares::in_use();
+    blocks::in_use();
 }
 
-/// A Loader ends: once none runs, the kernel may reclaim the spare batches' pages (and those of
-/// batches freed later) when it needs memory; a later Loader reuses what it has not taken (see
-/// `alloc::spares::idle`).
+/// A Loader ends: once none runs, the kernel may reclaim the pages of the spare batches and of
+/// the pooled read blocks (and of those given back later) when it needs memory; a later Loader
+/// reuses what it has not taken (see `alloc::spares::idle`, `records::blocks::idle`).
 #[pyfunction]
 pub(super) fn idle_spare_batches() {
     spares::idle();
+    blocks::idle();
 }
 
-/// [`array`] for a decoded batch's values: large ones lend their memory to numpy through a
+/// [`array`] for a batch column's values: large ones lend their memory to numpy through a
 /// [`BatchMemory`], so that the next batch reuses it instead of fresh pages.
 fn reusable_array<'py, T: Element>(
     py: Python<'py>,
@@ -167,7 +170,7 @@ fn reusable_array<'py, T: Element>(
         return array(py, v, dims);
     }
     let memory = spares::Spare::from_vec(v)
-        .ok_or_else(|| Error::internal("a batch of 4 MiB or more holds no allocation"))?;
+        .ok_or_else(|| Error::internal("a batch of spare size holds no allocation"))?;
     let ptr = memory.as_ptr().cast_const().cast::<T>();
     // Dropped on failure: its memory then goes to the spares like any other.
     let owner = Bound::new(
@@ -185,7 +188,7 @@ fn reusable_array<'py, T: Element>(
 }
 
 /// [`array`] for a column's values, in their dtype (float16/bfloat16 as uint16 bit patterns);
-/// `reusable`: a decoded batch's, whose memory may serve the next batch ([`reusable_array`]).
+/// `reusable`: a column whose memory may serve the next batch ([`reusable_array`]).
 pub(super) fn data_array<'py>(
     py: Python<'py>,
     data: ColumnData<'_>,

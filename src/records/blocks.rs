@@ -11,11 +11,21 @@
 //! pieces they read): [`MAX_POOLED_BYTES`] at most, blocks of at most [`MAX_POOLED_BLOCK`]
 //! bytes (a block grown for one huge record is freed), the smallest fitting one handed out first.
 
+use std::collections::BTreeMap;
 use std::ops::{Deref, DerefMut};
 use std::sync::Mutex;
 
+use crate::alloc::Loaders;
+
 /// Bytes the pool keeps at most, in all.
-pub const MAX_POOLED_BYTES: usize = 32 << 20;
+///
+/// Why this many: a Loader holds about 70 MB of blocks at its peak (8 files, each read one
+/// block ahead, the chunks of the batches in flight), and the chunk registry drops a third of
+/// them at once when it collects: with 32 MiB, what did not fit went back to glibc, whose heaps
+/// gave it to the kernel, and the reads after refilled fresh pages (16 page faults a tokens
+/// batch in a process that had run other work, against 9 with 128 MiB). Once no Loader runs,
+/// the kernel may reclaim the pool's pages ([`idle`]).
+pub const MAX_POOLED_BYTES: usize = 128 << 20;
 /// Capacity of the largest block the pool keeps.
 pub const MAX_POOLED_BLOCK: usize = 8 << 20;
 /// New blocks' capacities are rounded up to a multiple of this, so that blocks of one size
@@ -32,35 +42,45 @@ pub fn rounded_capacity(bytes: usize) -> usize {
 }
 
 static POOL: Mutex<Pool> = Mutex::new(Pool {
-    blocks: Vec::new(),
+    blocks: BTreeMap::new(),
+    count: 0,
     bytes: 0,
+    loaders: Loaders::new(),
 });
 
 struct Pool {
-    blocks: Vec<Vec<u8>>,
-    /// Capacity of `blocks`, summed.
+    /// The pooled blocks by capacity: the smallest that fits is found without a scan (the
+    /// pool may hold hundreds of small blocks: 128 MiB of 256 KiB ones).
+    blocks: BTreeMap<usize, Vec<Vec<u8>>>,
+    /// Blocks pooled.
+    count: usize,
+    /// Their capacities, summed.
     bytes: usize,
+    loaders: Loaders,
 }
 
 impl Pool {
     /// The smallest pooled allocation of at least `capacity` bytes, emptied; else a new,
     /// empty one.
     fn take(&mut self, capacity: usize) -> Vec<u8> {
-        let fit = self
-            .blocks
-            .iter()
-            .enumerate()
-            .filter(|(_, b)| b.capacity() >= capacity)
-            .min_by_key(|(_, b)| b.capacity())
-            .map(|(i, _)| i);
-        match fit {
-            Some(i) => {
-                let b = self.blocks.swap_remove(i);
-                self.bytes -= b.capacity();
-                b
-            }
-            None => Vec::new(),
+        let Some(cap) = self.blocks.range(capacity..).next().map(|(&c, _)| c) else {
+            return Vec::new();
+        };
+        let same = self.blocks.get_mut(&cap).expect("the capacity just found");
+        let b = same
+            .pop()
+            .expect("a capacity is listed while it has blocks");
+        if same.is_empty() {
+            self.blocks.remove(&cap);
         }
+        self.count -= 1;
+        self.bytes -= b.capacity();
+        b
+    }
+
+    /// Every pooled block.
+    fn all(&self) -> impl Iterator<Item = &Vec<u8>> {
+        self.blocks.values().flatten()
     }
 
     /// Keeps `bytes`' allocation if it is within the limits.
@@ -68,10 +88,58 @@ impl Pool {
         let cap = bytes.capacity();
         if cap > 0 && cap <= MAX_POOLED_BLOCK && self.bytes + cap <= MAX_POOLED_BYTES {
             bytes.clear();
+            #[cfg(target_os = "linux")]
+            if self.loaders.waiting() {
+                lazily_free(&bytes); // as idle() left the others
+            }
+            #[cfg(not(target_os = "linux"))]
+            if self.loaders.waiting() {
+                return; // freed, as idle() frees the others
+            }
+            self.count += 1;
             self.bytes += cap;
-            self.blocks.push(bytes);
+            self.blocks.entry(cap).or_default().push(bytes);
         }
     }
+}
+
+/// A Loader starts: pooled blocks serve its reads as they are, until its [`idle`].
+pub fn in_use() {
+    pool().loaders.start();
+}
+
+/// A Loader ends. Once none runs, the pooled blocks stay pooled, their pages the kernel's to
+/// reclaim when it needs memory (`MADV_FREE`; also those of blocks given back later), as the
+/// spare batches' are (`alloc::spares::idle`); elsewhere than Linux they are freed.
+pub fn idle() {
+    let mut p = pool();
+    if !p.loaders.end() {
+        return;
+    }
+    #[cfg(target_os = "linux")]
+    for b in p.all() {
+        lazily_free(b);
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        p.blocks.clear();
+        p.count = 0;
+        p.bytes = 0;
+    }
+}
+
+/// Hands an empty pooled block's pages to the kernel to reclaim lazily.
+#[cfg(target_os = "linux")]
+fn lazily_free(block: &Vec<u8>) {
+    // The advice's contract: the block's own allocation, which nothing reads while pooled; a
+    // read fills a block before anything reads it, so reclaimed pages (zeros) are never seen.
+    crate::alloc::lazily_free(block.as_ptr(), block.capacity());
+}
+
+/// `(count, bytes)` of the pooled blocks.
+pub fn held() -> (usize, usize) {
+    let p = pool();
+    (p.count, p.bytes)
 }
 
 fn pool() -> std::sync::MutexGuard<'static, Pool> {
@@ -125,8 +193,10 @@ mod tests {
 
     fn empty() -> Pool {
         Pool {
-            blocks: Vec::new(),
+            blocks: BTreeMap::new(),
+            count: 0,
             bytes: 0,
+            loaders: Loaders::new(),
         }
     }
 
@@ -147,7 +217,14 @@ mod tests {
         assert!(b.is_empty() && b.capacity() >= 1 << 20 && b.capacity() < 2 << 20);
         assert_eq!(p.take(3 << 20).capacity(), 4 << 20);
         assert_eq!(p.take(3 << 20).capacity(), 0); // none fits: a new, empty one
-        assert_eq!((p.blocks.len(), p.bytes), (1, 2 << 20));
+        assert_eq!((p.count, p.bytes), (1, 2 << 20));
+        // Blocks of one capacity serve one take each.
+        p.give(vec_of(1 << 20));
+        p.give(vec_of(1 << 20));
+        assert_eq!(p.take(1 << 20).capacity(), 1 << 20);
+        assert_eq!(p.take(1 << 20).capacity(), 1 << 20);
+        assert_eq!(p.take(1 << 20).capacity(), 2 << 20);
+        assert_eq!((p.count, p.bytes, p.blocks.len()), (0, 0, 0));
     }
 
     #[test]
@@ -164,6 +241,34 @@ mod tests {
         );
     }
 
+    /// A Loader's end leaves pooled blocks pooled (their pages the kernel's to reclaim, on
+    /// Linux), and so are blocks given back after it; until a Loader starts, and while one of
+    /// two still runs, blocks are pooled as they are. Elsewhere the end frees them.
+    #[test]
+    fn loaders_ending_leave_blocks_pooled_to_reclaim() {
+        let mut p = empty();
+        p.loaders.start();
+        p.give(vec_of(1 << 20));
+        p.loaders.start();
+        assert!(!p.loaders.end(), "one Loader still runs");
+        assert!(p.loaders.end(), "the last one ended");
+        p.give(vec_of(2 << 20)); // the consumer's last chunk, freed after the end
+        let kept = if cfg!(target_os = "linux") { 2 } else { 1 };
+        assert_eq!(p.count, kept);
+        p.loaders.start();
+        assert!(!p.loaders.waiting());
+        let mut b = p.take(2 << 20);
+        if cfg!(target_os = "linux") {
+            assert_eq!(
+                b.capacity(),
+                2 << 20,
+                "a waiting block serves the next Loader"
+            );
+        }
+        b.extend_from_slice(b"read into it");
+        assert_eq!(&b[..], b"read into it");
+    }
+
     #[test]
     fn the_pool_keeps_within_its_limits() {
         let mut p = empty();
@@ -174,6 +279,7 @@ mod tests {
             p.give(vec_of(MAX_POOLED_BLOCK));
         }
         assert_eq!(p.bytes, MAX_POOLED_BYTES);
-        assert_eq!(p.bytes, p.blocks.iter().map(Vec::capacity).sum::<usize>());
+        assert_eq!(p.bytes, p.all().map(Vec::capacity).sum::<usize>());
+        assert_eq!(p.count, p.all().count());
     }
 }

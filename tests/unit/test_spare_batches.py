@@ -1,11 +1,11 @@
-"""Decoded batches reuse the memory of earlier ones (``alloc::spares`` in the native core).
+"""Batches reuse the memory of earlier ones (``alloc::spares`` in the native core).
 
-A large image, raw or serialized-tensor batch lends its memory to numpy through a
-``BatchMemory`` base object; when Python frees the array, the next batch of the same size is
-decoded into that memory instead of fresh pages the kernel would zero. Such a spare still holds
-the old batch's values, so these tests poison each batch before freeing it and check that the
-next one is exactly what a fresh parse gives: padding, skipped rows and the Loader's padded
-last batch included.
+A decoded image, raw or serialized-tensor batch, or a parsed column of numbers, of 64 KiB or
+more lends its memory to numpy through a ``BatchMemory`` base object; when Python frees the
+array, the next batch of the same size is written into that memory instead of fresh pages the
+kernel would zero. Such a spare still holds the old batch's values, so these tests poison each
+batch before freeing it and check that the next one is exactly what a fresh parse gives:
+padding, defaults, skipped rows and the Loader's padded last batch included.
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ import pytest
 import jaxrec as jr
 from jaxrec import _native
 
-MIN_BYTES = 4 << 20  # alloc::spares::MIN_BYTES: smaller batches are not kept
+MIN_BYTES = 64 << 10  # alloc::spares::MIN_BYTES: smaller batches are not kept
+MAX_LARGE = 4  # alloc::spares::MAX_LARGE_SPARES: batches of 4 MiB or more kept at most
 
 
 @pytest.fixture(autouse=True)
@@ -35,19 +36,25 @@ def _poison(batch: dict) -> None:
             v.view(np.uint8)[...] = 0xAB  # NaN-like bytes for floats, 171 for pixels
 
 
-def _reparse_matches(records: list[bytes], spec: dict, key: str) -> dict:
+def _reparse_matches(
+    records: list[bytes], spec: dict, key: str, then: list[bytes] | None = None
+) -> dict:
+    """Parses ``records``, poisons and frees the batch, then parses ``then`` (``records``
+    again by default) into its memory: the result must be what a fresh parse gives."""
+    then = records if then is None else then
+    want = {k: v.copy() for k, v in jr.parse_example(then, spec).items()}  # fresh memory
     gc.collect()
-    _native.release_spare_batches()  # an earlier call's batch, freed since
+    _native.release_spare_batches()  # that batch and an earlier call's, freed since
     first = jr.parse_example(records, spec)
     assert first[key].nbytes >= MIN_BYTES
     assert isinstance(first[key].base, _native.BatchMemory)
-    want = {k: v.copy() for k, v in first.items()}
+    spares = sum(isinstance(v.base, _native.BatchMemory) for v in first.values())
     _poison(first)
     del first
     gc.collect()
-    assert _native.spare_batches()[0] == 1
-    second = jr.parse_example(records, spec)
-    assert _native.spare_batches() == (0, 0), "the batch did not reuse the spare"
+    assert _native.spare_batches()[0] == spares
+    second = jr.parse_example(then, spec)
+    assert _native.spare_batches() == (0, 0), "the batch did not reuse the spares"
     assert second.keys() == want.keys()
     for k, v in want.items():
         np.testing.assert_array_equal(second[k], v, err_msg=k)
@@ -99,6 +106,36 @@ def test_serialized_tensor_batches_reuse_memory():
     _reparse_matches(records, spec, "t")
 
 
+def test_parsed_columns_reuse_memory_and_pad_every_row():
+    # Token rows long then short (the second batch's padding lies where the first one's values
+    # were), rows cut at max_len, missing features (defaults, empty rows), several dtypes.
+    rng = np.random.default_rng(5)
+
+    def records(lo: int, hi: int) -> list[bytes]:
+        out = []
+        for i in range(256):
+            n = int(rng.integers(lo, hi))
+            feats = {"tokens": rng.integers(1, 30_000, n), "wide": rng.integers(-9, 9, n)}
+            if i % 9:
+                feats["dense"] = rng.standard_normal(128).astype(np.float32)
+            out.append(jr.encode_example(feats if i % 13 else {}))
+        return out
+
+    spec = {
+        "tokens": jr.VarLenFeature(np.int32, max_len=256, truncate=True, pad_value=-1),
+        "wide": jr.VarLenFeature(np.int64, max_len=64, truncate=True),
+        "dense": jr.FixedLenFeature([128], np.float32, default_value=0.5),
+    }
+    long, short = records(200, 300), records(0, 40)
+    out = _reparse_matches(long, spec, "tokens", then=short)
+    for key in ("tokens", "wide", "dense"):
+        assert isinstance(out[key].base, _native.BatchMemory), key
+    assert (out["tokens"][:, 40:] == -1).all() and (out["dense"][0] == 0.5).all()
+    # Without max_len the width is the batch's longest row: the same size again, reused.
+    spec["tokens"] = jr.VarLenFeature(np.int32)
+    _reparse_matches(long, spec, "dense", then=long[::-1])
+
+
 def test_bool_and_small_batches_are_never_spares():
     gc.collect()
     _native.release_spare_batches()
@@ -145,18 +182,49 @@ def test_a_loader_whose_consumer_writes_into_its_batches_gets_exact_batches(tmp_
             np.testing.assert_array_equal(g[k], w[k], err_msg=k)
     assert not want[2]["mask"][-10:].any() and (want[2]["image"][-10:] == 0).all()
     # The Loader's end keeps what was kept for the next Loader (the second run above started
-    # with the first one's), at most 4, and on Linux gives their pages to the kernel to take
-    # back when it needs memory (MADV_FREE): they show as LazyFree (all but the consumer's last
-    # batch, which came back after the end, unless the kernel has reclaimed them already).
+    # with the first one's), at most MAX_LARGE of this size, and on Linux gives their pages to
+    # the kernel to take back when it needs memory (MADV_FREE): they show as LazyFree (all but
+    # the consumer's last batch, which came back after the end, unless the kernel has
+    # reclaimed them already).
     gc.collect()
     count, _ = _native.spare_batches()
-    assert count <= 4
+    assert count <= MAX_LARGE
     rollup = f"/proc/{os.getpid()}/smaps_rollup"
     if os.path.exists(rollup):  # Linux
         assert count >= 2, "the Loader's end freed the spares"
         with open(rollup) as f:
             lazy = next(int(line.split()[1]) << 10 for line in f if line.startswith("LazyFree:"))
         assert lazy >= 48 * 192 * 192 * 3, f"no batch's pages were handed back ({lazy} bytes)"
+
+
+def test_a_loader_of_tokens_whose_consumer_writes_into_its_batches_gets_them_exact(tmp_path):
+    rng = np.random.default_rng(6)
+    path = tmp_path / "tokens.tfrecord"
+    with jr.TFRecordWriter(path) as w:
+        for i in range(600):
+            n = int(rng.integers(0, 300)) if i % 50 else 0
+            w.write(jr.encode_example({"tokens": rng.integers(1, 30_000, n), "label": i}))
+    spec = {
+        "tokens": jr.VarLenFeature(np.int32, max_len=256, truncate=True),
+        "label": jr.FixedLenFeature([], np.int64),
+    }
+
+    def run(poison: bool) -> list[dict]:
+        loader = jr.Loader(path, spec, 256, shuffle=True, seed=7, num_epochs=2, num_threads=2)
+        out = []
+        for batch in loader:
+            assert isinstance(batch["tokens"].base, _native.BatchMemory)  # 256 KiB
+            out.append({k: v.copy() for k, v in batch.items()})
+            if poison:
+                _poison(batch)
+        return out
+
+    want, got = run(False), run(True)
+    assert len(got) == len(want) == 6  # 600 records: 3 batches an epoch, the last padded
+    for g, w in zip(got, want, strict=True):
+        for k in w:
+            np.testing.assert_array_equal(g[k], w[k], err_msg=k)
+    assert (want[2]["tokens"][-100:] == 0).all() and not want[2]["mask"][-100:].any()
 
 
 def _page_out(address: int, nbytes: int) -> bytes | None:
@@ -207,7 +275,8 @@ def test_the_consumers_last_batch_freed_after_the_end_is_the_kernels_to_reclaim(
     try:
         del batch, last, image
         gc.collect()
-        assert _native.spare_batches()[0] == min(count + 1, 4), "the last batch was not kept"
+        kept = _native.spare_batches()[0]
+        assert kept == min(count + 1, MAX_LARGE), "the last batch was not kept"
         # The spare is kept, so its memory is still mapped (the queue owns it).
         after = _page_out(address, nbytes)
     finally:
