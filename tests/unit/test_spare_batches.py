@@ -152,6 +152,30 @@ def test_bool_and_small_batches_are_never_spares():
     assert _native.spare_batches() == (0, 0)
 
 
+_RUN = {"shuffle": True, "num_epochs": 2, "num_threads": 2}
+
+
+def _poisoned_run_matches(make_loader, key: str) -> list[dict]:
+    """Runs a Loader twice, the second time poisoning each batch once it has a copy of it: the
+    batches (written into the poisoned memory of earlier ones) must come out the same."""
+
+    def run(poison: bool) -> list[dict]:
+        out = []
+        for batch in make_loader():
+            assert isinstance(batch[key].base, _native.BatchMemory)
+            out.append({k: v.copy() for k, v in batch.items()})
+            if poison:
+                _poison(batch)
+        return out
+
+    want, got = run(False), run(True)
+    assert len(got) == len(want)
+    for g, w in zip(got, want, strict=True):
+        for k in w:
+            np.testing.assert_array_equal(g[k], w[k], err_msg=k)
+    return want
+
+
 def test_a_loader_whose_consumer_writes_into_its_batches_gets_exact_batches(tmp_path):
     rng = np.random.default_rng(3)
     path = tmp_path / "images.tfrecord"
@@ -165,21 +189,8 @@ def test_a_loader_whose_consumer_writes_into_its_batches_gets_exact_batches(tmp_
         "label": jr.FixedLenFeature([], np.int64),
     }
 
-    def run(poison: bool) -> list[dict]:
-        loader = jr.Loader(path, spec, 48, shuffle=True, seed=5, num_epochs=2, num_threads=2)
-        out = []
-        for batch in loader:
-            assert isinstance(batch["image"].base, _native.BatchMemory)
-            out.append({k: v.copy() for k, v in batch.items()})
-            if poison:
-                _poison(batch)
-        return out
-
-    want, got = run(False), run(True)
-    assert len(got) == len(want) == 6  # 110 records: 3 batches an epoch, the last padded
-    for g, w in zip(got, want, strict=True):
-        for k in w:
-            np.testing.assert_array_equal(g[k], w[k], err_msg=k)
+    want = _poisoned_run_matches(lambda: jr.Loader(path, spec, 48, seed=5, **_RUN), "image")
+    assert len(want) == 6  # 110 records: 3 batches an epoch, the last padded
     assert not want[2]["mask"][-10:].any() and (want[2]["image"][-10:] == 0).all()
     # The Loader's end keeps what was kept for the next Loader (the second run above started
     # with the first one's), at most MAX_LARGE of this size, and on Linux gives their pages to
@@ -209,21 +220,8 @@ def test_a_loader_of_tokens_whose_consumer_writes_into_its_batches_gets_them_exa
         "label": jr.FixedLenFeature([], np.int64),
     }
 
-    def run(poison: bool) -> list[dict]:
-        loader = jr.Loader(path, spec, 256, shuffle=True, seed=7, num_epochs=2, num_threads=2)
-        out = []
-        for batch in loader:
-            assert isinstance(batch["tokens"].base, _native.BatchMemory)  # 256 KiB
-            out.append({k: v.copy() for k, v in batch.items()})
-            if poison:
-                _poison(batch)
-        return out
-
-    want, got = run(False), run(True)
-    assert len(got) == len(want) == 6  # 600 records: 3 batches an epoch, the last padded
-    for g, w in zip(got, want, strict=True):
-        for k in w:
-            np.testing.assert_array_equal(g[k], w[k], err_msg=k)
+    want = _poisoned_run_matches(lambda: jr.Loader(path, spec, 256, seed=7, **_RUN), "tokens")
+    assert len(want) == 6  # 600 records: 3 batches an epoch, the last padded
     assert (want[2]["tokens"][-100:] == 0).all() and not want[2]["mask"][-100:].any()
 
 
