@@ -463,12 +463,24 @@ pub fn lazily_free(ptr: *const u8, bytes: usize) {
     advise_inside(ptr, bytes, page_size(), libc::MADV_FREE);
 }
 
-/// `len` copies of `fill` in a kept spare of that size (see [`spares`]) if there is one, else
-/// as [`try_filled_zeroable`].
+/// Whether a parsed column of `bytes` recycles its memory through [`spares`]: from
+/// [`spares::MIN_BYTES`] up to below [`spares::LARGE_BYTES`]. Larger ones keep fresh zero
+/// pages: a column padded to a long row then takes the memory of what is written into it, not
+/// of its padding (see [`try_zeroed`]), where a spare would be filled whole.
+pub fn recycles_parsed(bytes: usize) -> bool {
+    (spares::MIN_BYTES..spares::LARGE_BYTES).contains(&bytes)
+}
+
+/// `len` copies of `fill`: in a kept spare of that size (see [`spares`]) if there is one and a
+/// parsed column of that size recycles memory ([`recycles_parsed`]), else as
+/// [`try_filled_zeroable`].
 pub fn try_filled_reusing<T: ZeroBits>(len: usize, fill: T) -> Result<Vec<T>, AllocError> {
-    if let Some(mut v) = spares::take::<T>(len) {
-        v.fill(fill);
-        return Ok(v);
+    let bytes = len.saturating_mul(std::mem::size_of::<T>());
+    if recycles_parsed(bytes) {
+        if let Some(mut v) = spares::take::<T>(len) {
+            v.fill(fill);
+            return Ok(v);
+        }
     }
     try_filled_zeroable(len, fill)
 }

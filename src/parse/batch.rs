@@ -10,6 +10,7 @@ use super::fill::{fill_fixed, fill_var, Ctx};
 use super::lists::{BytesDecoder, Decode, FloatDecoder, FloatOut, Int64Decoder, IntOut, Zero};
 use super::scan::{scan_record, DirectTable, Found, FoundRow, KeyCache};
 use super::spec::{CompiledSpec, Defaults, FeatureConfig, Kind};
+use crate::alloc::recycles_parsed;
 use crate::column::{Column, ColumnData};
 use crate::decode::{self, Inputs};
 use crate::dtype::OutDType;
@@ -53,17 +54,13 @@ fn column_of<'a, T: Zero, D: Decode<'a, T>>(
             lengths,
             steps: Some(steps),
             truncated,
-            reusable: true,
-            ..Column::new(wrap(data), shape)
+            ..parsed(data, wrap, shape)
         });
     }
     match cfg.kind {
         Kind::Fixed => {
             let data = fill_fixed::<T, D>(&ctx, found, &defaults, kind_rules == Rules::Example)?;
-            Ok(Column {
-                reusable: true,
-                ..Column::new(wrap(data), vec![b, cfg.n])
-            })
+            Ok(parsed(data, wrap, vec![b, cfg.n]))
         }
         Kind::Var | Kind::Sequence => {
             let pad = defaults.first().copied().unwrap_or_else(T::zero);
@@ -76,10 +73,23 @@ fn column_of<'a, T: Zero, D: Decode<'a, T>>(
             Ok(Column {
                 lengths: Some(lengths),
                 truncated,
-                reusable: true,
-                ..Column::new(wrap(data), shape)
+                ..parsed(data, wrap, shape)
             })
         }
+    }
+}
+
+/// A parsed column of `data`, whose memory serves a later batch of its size once Python frees
+/// it where [`recycles_parsed`] says so.
+fn parsed<'a, T>(
+    data: Vec<T>,
+    wrap: fn(Vec<T>) -> ColumnData<'a>,
+    shape: Vec<usize>,
+) -> Column<'a> {
+    let reusable = recycles_parsed(std::mem::size_of_val(data.as_slice()));
+    Column {
+        reusable,
+        ..Column::new(wrap(data), shape)
     }
 }
 
@@ -223,10 +233,7 @@ impl<'a> ColumnBuilder<'a> for FromDirect<'_, 'a> {
                 None => return Ok(None),
             }
         }
-        Ok(Some(Column {
-            reusable: true,
-            ..Column::new(wrap(out), vec![rows, 1])
-        }))
+        Ok(Some(parsed(out, wrap, vec![rows, 1])))
     }
 }
 

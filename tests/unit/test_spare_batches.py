@@ -1,11 +1,12 @@
 """Batches reuse the memory of earlier ones (``alloc::spares`` in the native core).
 
-A decoded image, raw or serialized-tensor batch, or a parsed column of numbers, of 64 KiB or
-more lends its memory to numpy through a ``BatchMemory`` base object; when Python frees the
-array, the next batch of the same size is written into that memory instead of fresh pages the
-kernel would zero. Such a spare still holds the old batch's values, so these tests poison each
-batch before freeing it and check that the next one is exactly what a fresh parse gives:
-padding, defaults, skipped rows and the Loader's padded last batch included.
+A decoded image, raw or serialized-tensor batch of 64 KiB or more, or a parsed column of
+numbers from 64 KiB up to 4 MiB, lends its memory to numpy through a ``BatchMemory`` base
+object; when Python frees the array, the next batch of the same size is written into that
+memory instead of fresh pages the kernel would zero. Such a spare still holds the old batch's
+values, so these tests poison each batch before freeing it and check that the next one is
+exactly what a fresh parse gives: padding, defaults, skipped rows and the Loader's padded last
+batch included.
 """
 
 from __future__ import annotations
@@ -134,6 +135,23 @@ def test_parsed_columns_reuse_memory_and_pad_every_row():
     # Without max_len the width is the batch's longest row: the same size again, reused.
     spec["tokens"] = jr.VarLenFeature(np.int32)
     _reparse_matches(long, spec, "dense", then=long[::-1])
+
+
+def test_parsed_columns_of_4_mib_or_more_keep_fresh_pages():
+    # Padded to a long row, such a column takes the memory of its values only (fresh zero
+    # pages), which a spare, filled whole with the padding, would not.
+    gc.collect()
+    _native.release_spare_batches()
+    records = [jr.encode_example({"tokens": np.arange(i % 7)}) for i in range(256)]
+    spec = {"tokens": jr.VarLenFeature(np.int32, max_len=8192)}
+    for _ in range(2):
+        out = jr.parse_example(records, spec)
+        assert out["tokens"].nbytes == 8 << 20
+        assert not isinstance(out["tokens"].base, _native.BatchMemory)
+        assert out["tokens"][6, :6].tolist() == list(range(6)) and not out["tokens"][6, 6:].any()
+        del out
+        gc.collect()
+        assert _native.spare_batches() == (0, 0)
 
 
 def test_bool_and_small_batches_are_never_spares():
