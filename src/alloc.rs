@@ -198,10 +198,11 @@ impl<T: ZeroBits + Default> DenseBatch<T> {
 /// written whole, so a spare needs no zeroing; a parsed column fills it with its padding first
 /// ([`super::try_filled_reusing`]). A numpy array over such a column owns its memory as a
 /// [`Spare`] and [`give`]s it back here when it is freed (`python::parser::BatchMemory`); few
-/// are kept ([`MAX_SPARES`], [`MAX_LARGE_SPARES`], [`MAX_BYTES`]), the oldest dropped first. A Loader's start calls [`in_use`] and its end [`idle`]: once no Loader
-/// runs, the kernel may take the spares' pages back when it needs memory (also those of
-/// batches freed after that, such as the consumer's last), and the next Loader reuses what it
-/// has not taken; [`release`] frees them outright.
+/// are kept ([`MAX_SPARES`], [`MAX_LARGE_SPARES`], [`MAX_BYTES`]), the oldest dropped first.
+/// A Loader's start calls [`in_use`] and its end [`idle`]: once no Loader runs, the kernel may
+/// take the spares' pages back when it needs memory (also those of batches freed after that,
+/// such as the consumer's last), and the next Loader reuses what it has not taken;
+/// [`release`] frees them outright.
 pub mod spares {
     use std::alloc::{dealloc, Layout};
     use std::collections::VecDeque;

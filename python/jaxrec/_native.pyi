@@ -24,8 +24,8 @@ __all__ = [
     "masked_crc32c",
     "spare_batches",
     "release_spare_batches",
-    "use_spare_batches",
-    "idle_spare_batches",
+    "loader_started",
+    "loader_ended",
     "name_thread",
     "Chunk",
     "RecordReader",
@@ -226,10 +226,10 @@ def spare_batches() -> tuple[int, int]:
 def release_spare_batches() -> None:
     """Frees the batch columns' memory kept for reuse."""
 
-def use_spare_batches() -> None:
+def loader_started() -> None:
     """A Loader starts: kept batch memory and pooled read blocks serve it as they are."""
 
-def idle_spare_batches() -> None:
+def loader_ended() -> None:
     """A Loader ends: once none runs, the kernel may take the kept memory's pages when needed."""
 
 @final

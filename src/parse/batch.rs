@@ -253,9 +253,9 @@ fn prefetch_record(record: &[u8]) {
 
 /// Parses serialized `tf.train.Example`s against `spec`. Errors name the batch row.
 ///
-/// The spec's [`Direct`](super::spec::Direct) features are decoded in pass 1; a batch in which one came in an
-/// unusual form (or does not fit, or is missing without a default) is parsed again by the
-/// two-pass parser, whose results and errors are the reference.
+/// The spec's [`Direct`](super::spec::Direct) features are decoded in pass 1; a batch in
+/// which one came in an unusual form (or does not fit, or is missing without a default) is
+/// parsed again by the two-pass parser, whose results and errors are the reference.
 pub fn parse_examples<'a>(records: &[&'a [u8]], spec: &'a CompiledSpec) -> Result<ParsedBatch<'a>> {
     if spec.mostly_direct() {
         if let Some(batch) = parse_examples_direct(records, spec)? {
@@ -283,8 +283,8 @@ pub(super) fn parse_examples_two_pass<'a>(
     })
 }
 
-/// [`parse_examples`] with the [`Direct`](super::spec::Direct) features decoded in pass 1; `None` where the
-/// two-pass parser must decide.
+/// [`parse_examples`] with the [`Direct`](super::spec::Direct) features decoded in pass 1;
+/// `None` where the two-pass parser must decide.
 fn parse_examples_direct<'a>(
     records: &[&'a [u8]],
     spec: &'a CompiledSpec,
@@ -747,7 +747,7 @@ mod tests {
     }
 
     /// A spec of scalars, every numeric dtype, with and without defaults (all direct), and one
-    /// bytes feature (not direct): `(spec, names, float per name)`.
+    /// bytes feature (not direct): the spec and each scalar's `(name, whether a float)`.
     fn scalar_spec(with_bytes: bool) -> (CompiledSpec, Vec<(String, bool)>) {
         let mut features = Vec::new();
         let mut names = Vec::new();

@@ -98,8 +98,6 @@ pub struct CompiledSpec {
     pub aux: Vec<String>,
     /// Per slot, how pass 1 may decode it on the spot (see [`Direct`]); kept by [`Self::plan`].
     direct: Vec<Option<Direct>>,
-    /// How many slots are [`Direct`] (their indexes are `0..direct_count`).
-    direct_count: usize,
 }
 
 /// A one-value numeric feature of an Example that pass 1 decodes as it finds it, into column
@@ -107,9 +105,9 @@ pub struct CompiledSpec {
 ///
 /// Tabular data is mostly such scalars: remembering each one's bytes in the column-major table
 /// of what pass 1 found, then reading them (and the record) back in pass 2, touched every
-/// record twice and a table larger than the records. Only the usual form is decoded so: anything else (another form, a second
-/// entry for the key, a value that does not fit) sends the batch to the two-pass parser, whose
-/// rules and errors are the reference.
+/// record twice and a table larger than the records. Only the usual form is decoded so:
+/// anything else (another form, a second entry for the key, a value that does not fit) sends
+/// the batch to the two-pass parser, whose rules and errors are the reference.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct Direct {
     /// Its column in the table of direct values (below [`MAX_DIRECT`]).
@@ -179,7 +177,6 @@ impl CompiledSpec {
             decoders,
             aux: Vec::new(),
             direct: Vec::new(),
-            direct_count: 0,
         }
         .plan())
     }
@@ -211,7 +208,6 @@ impl CompiledSpec {
                 })
             })
             .collect();
-        self.direct_count = count;
         self
     }
 
@@ -221,9 +217,10 @@ impl CompiledSpec {
         self.direct.get(slot).copied().flatten()
     }
 
-    /// How many features pass 1 decodes on the spot (see [`Direct`]).
+    /// How many features pass 1 decodes on the spot (see [`Direct`]; their indexes are
+    /// `0..direct_count()`).
     pub(super) fn direct_count(&self) -> usize {
-        self.direct_count
+        self.direct.iter().flatten().count()
     }
 
     /// Whether at least three in four slots are [`Direct`], as in tabular data, where
@@ -231,7 +228,8 @@ impl CompiledSpec {
     /// one scalar beside long lists (the tokens workload) it measured level to 4 % slower, so
     /// such specs keep the two-pass parser.
     pub(super) fn mostly_direct(&self) -> bool {
-        self.direct_count > 0 && self.direct_count * 4 >= self.slot_count() * 3
+        let count = self.direct_count();
+        count > 0 && count * 4 >= self.slot_count() * 3
     }
 
     /// Attaches decoders (`(feature index, decoder)`) to bytes features, and resolves the

@@ -140,10 +140,10 @@ pub(super) fn release_spare_batches() {
     spares::release();
 }
 
-/// A Loader starts: the spare batches and the pooled read blocks serve it until its
-/// `idle_spare_batches` (see `alloc::spares::in_use`, `records::blocks::in_use`).
+/// A Loader starts: the spare batches and the pooled read blocks serve it as they are until
+/// its `loader_ended` (see `alloc::spares::in_use`, `records::blocks::in_use`).
 #[pyfunction]
-pub(super) fn use_spare_batches() {
+pub(super) fn loader_started() {
     spares::in_use();
     blocks::in_use();
 }
@@ -152,7 +152,7 @@ pub(super) fn use_spare_batches() {
 /// the pooled read blocks (and of those given back later) when it needs memory; a later Loader
 /// reuses what it has not taken (see `alloc::spares::idle`, `records::blocks::idle`).
 #[pyfunction]
-pub(super) fn idle_spare_batches() {
+pub(super) fn loader_ended() {
     spares::idle();
     blocks::idle();
 }

@@ -43,7 +43,6 @@ pub fn rounded_capacity(bytes: usize) -> usize {
 
 static POOL: Mutex<Pool> = Mutex::new(Pool {
     blocks: BTreeMap::new(),
-    count: 0,
     bytes: 0,
     loaders: Loaders::new(),
 });
@@ -52,8 +51,6 @@ struct Pool {
     /// The pooled blocks by capacity: the smallest that fits is found without a scan (the
     /// pool may hold hundreds of small blocks: 128 MiB of 256 KiB ones).
     blocks: BTreeMap<usize, Vec<Vec<u8>>>,
-    /// Blocks pooled.
-    count: usize,
     /// Their capacities, summed.
     bytes: usize,
     loaders: Loaders,
@@ -73,7 +70,6 @@ impl Pool {
         if same.is_empty() {
             self.blocks.remove(&cap);
         }
-        self.count -= 1;
         self.bytes -= b.capacity();
         b
     }
@@ -96,7 +92,6 @@ impl Pool {
             if self.loaders.waiting() {
                 return; // freed, as idle() frees the others
             }
-            self.count += 1;
             self.bytes += cap;
             self.blocks.entry(cap).or_default().push(bytes);
         }
@@ -123,7 +118,6 @@ pub fn idle() {
     #[cfg(not(target_os = "linux"))]
     {
         p.blocks.clear();
-        p.count = 0;
         p.bytes = 0;
     }
 }
@@ -134,12 +128,6 @@ fn lazily_free(block: &Vec<u8>) {
     // The advice's contract: the block's own allocation, which nothing reads while pooled; a
     // read fills a block before anything reads it, so reclaimed pages (zeros) are never seen.
     crate::alloc::lazily_free(block.as_ptr(), block.capacity());
-}
-
-/// `(count, bytes)` of the pooled blocks.
-pub fn held() -> (usize, usize) {
-    let p = pool();
-    (p.count, p.bytes)
 }
 
 fn pool() -> std::sync::MutexGuard<'static, Pool> {
@@ -194,7 +182,6 @@ mod tests {
     fn empty() -> Pool {
         Pool {
             blocks: BTreeMap::new(),
-            count: 0,
             bytes: 0,
             loaders: Loaders::new(),
         }
@@ -217,14 +204,14 @@ mod tests {
         assert!(b.is_empty() && b.capacity() >= 1 << 20 && b.capacity() < 2 << 20);
         assert_eq!(p.take(3 << 20).capacity(), 4 << 20);
         assert_eq!(p.take(3 << 20).capacity(), 0); // none fits: a new, empty one
-        assert_eq!((p.count, p.bytes), (1, 2 << 20));
+        assert_eq!((p.all().count(), p.bytes), (1, 2 << 20));
         // Blocks of one capacity serve one take each.
         p.give(vec_of(1 << 20));
         p.give(vec_of(1 << 20));
         assert_eq!(p.take(1 << 20).capacity(), 1 << 20);
         assert_eq!(p.take(1 << 20).capacity(), 1 << 20);
         assert_eq!(p.take(1 << 20).capacity(), 2 << 20);
-        assert_eq!((p.count, p.bytes, p.blocks.len()), (0, 0, 0));
+        assert_eq!((p.all().count(), p.bytes, p.blocks.len()), (0, 0, 0));
     }
 
     #[test]
@@ -254,7 +241,7 @@ mod tests {
         assert!(p.loaders.end(), "the last one ended");
         p.give(vec_of(2 << 20)); // the consumer's last chunk, freed after the end
         let kept = if cfg!(target_os = "linux") { 2 } else { 1 };
-        assert_eq!(p.count, kept);
+        assert_eq!(p.all().count(), kept);
         p.loaders.start();
         assert!(!p.loaders.waiting());
         let mut b = p.take(2 << 20);
@@ -280,6 +267,5 @@ mod tests {
         }
         assert_eq!(p.bytes, MAX_POOLED_BYTES);
         assert_eq!(p.bytes, p.all().map(Vec::capacity).sum::<usize>());
-        assert_eq!(p.count, p.all().count());
     }
 }

@@ -322,10 +322,10 @@ class Pipeline:
                     target=self._guard, args=(self._feed, self.out), name="jaxrec-feeder"
                 )
             )
-        # A running Loader for the decoded batches' kept memory until stop() (see there). Should
-        # a thread fail to start below, the count may stay one high: the kept memory is then
-        # not handed to the kernel lazily at the end, nothing worse.
-        _native.use_spare_batches()
+        # A running Loader for the kept batch memory and read blocks until stop() (see there).
+        # Should a thread fail to start below, the count may stay one high: the kept memory is
+        # then not handed to the kernel lazily at the end, nothing worse.
+        _native.loader_started()
         _register(self)
         for t in self.threads:
             t.daemon = True
@@ -567,6 +567,6 @@ class Pipeline:
         # frees later (MADV_FREE; other systems free it now).
         self.inflight.clear()
         self.out.clear()
-        _native.idle_spare_batches()
+        _native.loader_ended()
         with _live_lock:
             _live.discard(self)
