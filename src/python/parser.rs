@@ -59,22 +59,17 @@ pub(super) struct Parsed {
 /// last string_val) share one object: a few bytes of record may fill a row with many elements.
 pub(super) fn bytes_objects(py: Python<'_>, v: &[&[u8]]) -> Vec<Py<PyAny>> {
     let mut objs: Vec<Py<PyAny>> = Vec::with_capacity(v.len());
-    let mut last: Option<(&[u8], Py<PyAny>)> = None;
     for (i, b) in v.iter().enumerate() {
-        // The values sit in records parsed a while ago on other threads, one record apart:
-        // each copy into its object waited on memory, on the thread that holds the GIL
-        // (memmove was a quarter of the tokens consumer's CPU). Asked 8 rows ahead, the
-        // misses overlap.
+        // The values may sit in records parsed a while ago on other threads, one record apart
+        // (the Loader's parse queue copies them side by side first, see `gather_strings`):
+        // each copy into its object waited on memory, on the thread that holds the GIL. Asked
+        // 8 rows ahead, the misses overlap.
         if let Some([first, ..]) = v.get(i + 8) {
             crate::prefetch::prefetch(first);
         }
-        let obj = match &last {
-            Some((prev, obj)) if std::ptr::eq(*prev, *b) => obj.clone_ref(py),
-            _ => {
-                let obj = PyBytes::new(py, b).into_any().unbind();
-                last = Some((b, obj.clone_ref(py)));
-                obj
-            }
+        let obj = match objs.last() {
+            Some(prev) if std::ptr::eq(v[i - 1], *b) => prev.clone_ref(py),
+            _ => PyBytes::new(py, b).into_any().unbind(),
         };
         objs.push(obj);
     }

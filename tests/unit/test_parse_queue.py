@@ -254,13 +254,16 @@ def test_the_loader_reports_parse_time_from_the_queue(tmp_path):
 
 # --- finished batches -------------------------------------------------------------------------
 
-# Every kind of output the native finish builds: fixed shapes, float16/bfloat16 views, bytes,
-# VarLen (truncated), FixedLenSequence within an Example, and a decoded tensor with a varying
-# shape and on_error="skip" (shape and valid keys).
+# Every kind of output the native finish builds: fixed shapes, float16/bfloat16 views, bytes
+# (copied out of the records on the parse thread: runs of padding, a default between values,
+# empty strings), VarLen (truncated), FixedLenSequence within an Example, and a decoded tensor
+# with a varying shape and on_error="skip" (shape and valid keys).
 FINISH_SPEC = {
     "grid": jr.FixedLenFeature([2, 2], np.float16, default_value=np.zeros((2, 2))),
     "half": jr.VarLenFeature(ml_dtypes.bfloat16, max_len=3, truncate=True),
     "id": jr.FixedLenFeature([], bytes),
+    "name": jr.FixedLenFeature([], bytes, default_value=b"none"),
+    "tags": jr.VarLenFeature(bytes, max_len=3, truncate=True, pad_value=b"?"),
     "tokens": jr.VarLenFeature(np.int32, max_len=4, truncate=True),
     "steps": jr.FixedLenSequenceFeature(
         [2], np.int64, allow_missing=True, max_len=3, truncate=True
@@ -279,6 +282,7 @@ def write_finish(path, n: int) -> str:
             feats = {
                 "half": [0.5 * k for k in range(i % 6)],
                 "id": b"r%d" % i,
+                "tags": [b"t%d" % k * (k % 3) for k in range(i % 5)],
                 "tokens": list(range(i % 7)),
                 "steps": list(range(2 * (i % 5))),
                 "img": img,
@@ -287,6 +291,8 @@ def write_finish(path, n: int) -> str:
             }
             if i % 4:
                 feats["grid"] = [float(i), 1.5, -2.0, 0.25]
+            if i % 3:
+                feats["name"] = b"n%d" % i if i % 3 == 1 else b""
             w.write(jr.encode_example(feats))
     return str(path)
 
