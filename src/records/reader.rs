@@ -183,17 +183,6 @@ fn le_u32(b: &[u8], at: usize) -> u32 {
     u32::from_le_bytes(x)
 }
 
-/// Reserves exactly `n` more bytes in `buf`, failing (instead of aborting) when the memory is
-/// not there.
-fn reserve(buf: &mut Vec<u8>, n: usize) -> io::Result<()> {
-    buf.try_reserve_exact(n).map_err(|_| {
-        io::Error::new(
-            io::ErrorKind::OutOfMemory,
-            format!("cannot allocate {n} bytes of memory to read a record"),
-        )
-    })
-}
-
 /// Reads framed records from one (possibly compressed) stream.
 pub struct RecordReader {
     input: Input,
@@ -1007,7 +996,7 @@ impl RecordReader {
             None
         };
         let res = match grown {
-            Some(buf) => reserve(buf, want).and_then(|()| fill(&mut self.input, buf, want)),
+            Some(buf) => buf.fill(&mut self.input, want),
             None => {
                 let mut buf = Block::with_room(tail + want);
                 // A pooled block fits already; a new one gets a rounded capacity, to fit later
@@ -1017,10 +1006,10 @@ impl RecordReader {
                 } else {
                     rounded_capacity(tail + want)
                 };
-                let res = reserve(&mut buf, room).and_then(|()| {
-                    buf.extend_from_slice(&self.block[self.pos..]);
-                    fill(&mut self.input, &mut buf, want)
-                });
+                let res = buf
+                    .reserve(room)
+                    .and_then(|()| buf.extend_from_slice(&self.block[self.pos..]))
+                    .and_then(|()| buf.fill(&mut self.input, want));
                 self.block_offset += self.pos as u64;
                 self.pos = 0;
                 self.block = Arc::new(buf);
@@ -1249,23 +1238,6 @@ fn drain(input: &mut Input, n: u64) -> (u64, Option<io::Error>) {
         }
     }
     (got, None)
-}
-
-/// Appends up to `want` bytes of `input` to `buf` (which has the room reserved); returns how
-/// many arrived (fewer: the stream ended).
-fn fill(input: &mut Input, buf: &mut Vec<u8>, want: usize) -> io::Result<usize> {
-    let before = buf.len();
-    // `read_to_end` reads into the reserved capacity without zeroing it first (a plain file is
-    // read through its own reader for that: `Input` implements only `read`, and a `read` alone
-    // makes the standard library zero the buffer before each call); `take` keeps it from
-    // growing the buffer past `want`. On an error the bytes read before it stay in `buf`.
-    let want = want as u64;
-    match input {
-        Input::Plain(r) => Read::take(&mut **r, want).read_to_end(buf)?,
-        Input::Stream(r) => Read::take(&mut **r, want).read_to_end(buf)?,
-        decoded => decoded.take(want).read_to_end(buf)?,
-    };
-    Ok(buf.len() - before)
 }
 
 #[cfg(test)]

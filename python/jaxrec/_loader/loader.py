@@ -122,7 +122,8 @@ class Loader:
             come with them, so nothing is counted. Records before ``lo`` are framed past by
             the host that reads them, never parsed.
         chunk_bytes: size of the blocks files are read in. Each open piece reads one block
-            ahead, for about ``cycle_length`` x 2 blocks held. None (default): 2 MiB, grown
+            ahead, for about ``cycle_length`` x 2 blocks held. None (default): 2 MiB (less
+            64 KiB, so that a block and a record's tail fit in one huge page), grown
             for a piece of large records until a block holds 48 of them, up to 7 MiB (at
             2 MiB the planner of a step of 16k small records waits on about half as many
             reads as at 1 MiB, tokens and tabular 3-8 % faster; 150 KB images read in 7 MiB

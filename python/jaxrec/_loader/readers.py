@@ -39,8 +39,10 @@ _POLL = 0.1  # seconds between a waiting read's checks (only its thread waits)
 # blocks 15.7-17.3k -> 23.1-23.3k img/s). Small records keep 2 MiB blocks (8 MiB ones were 10 %
 # slower on tokens and tabular). The largest leaves 1 MiB for a record's tail within the block
 # pool's largest block (``_native.MAX_POOLED_BLOCK``, 8 MiB): 8 MiB blocks were fresh pages
-# each time.
-AUTO_CHUNK_BYTES = 2 << 20
+# each time. The small blocks are 2 MiB less 64 KiB: with a record's tail a block still fits
+# in 2 MiB, which the native reader maps as one huge page (see src/records/blocks.rs); at
+# 2 MiB and a byte it would have taken 4.
+AUTO_CHUNK_BYTES = (2 << 20) - (64 << 10)
 _AUTO_RECORDS = 48
 _AUTO_MAX_BYTES = _native.MAX_POOLED_BLOCK - (1 << 20)
 
