@@ -238,16 +238,20 @@ struct Pool {
 }
 
 impl Pool {
-    /// The smallest pooled allocation of at least `capacity` bytes, emptied; else a new,
-    /// empty one.
-    fn take(&mut self, capacity: usize) -> Memory {
-        let Some(cap) = self.blocks.range(capacity..).next().map(|(&c, _)| c) else {
+    /// The smallest pooled allocation of at least `capacity` bytes, emptied (mapped pages
+    /// only where `pages` allows them); else a new, empty one.
+    fn take(&mut self, capacity: usize, pages: bool) -> Memory {
+        let found = self.blocks.range(capacity..).find_map(|(&cap, same)| {
+            let at = same
+                .iter()
+                .rposition(|m| pages || matches!(m, Memory::Heap(_)))?;
+            Some((cap, at))
+        });
+        let Some((cap, at)) = found else {
             return Memory::default();
         };
         let same = self.blocks.get_mut(&cap).expect("the capacity just found");
-        let b = same
-            .pop()
-            .expect("a capacity is listed while it has blocks");
+        let b = same.swap_remove(at);
         if same.is_empty() {
             self.blocks.remove(&cap);
         }
@@ -319,10 +323,15 @@ impl Block {
     /// An empty block with room for at least `capacity` bytes where the pool has one, or where
     /// the block is mapped for itself (see [`pages_capacity`]); else an empty one, for the
     /// caller to reserve into (fallibly, as a record decides the size).
-    pub fn with_room(capacity: usize) -> Block {
-        let memory = pool().take(capacity);
+    ///
+    /// `pages`: the block may be mapped pages. Not for a decompressed stream: a decompressor
+    /// that fails loses what it decoded in its failing read, and mapped pages are read in
+    /// other steps than a `Vec` (see [`Block::fill`]), so which records come before the damage
+    /// would depend on what the pool held.
+    pub fn with_room(capacity: usize, pages: bool) -> Block {
+        let memory = pool().take(capacity, pages);
         #[cfg(target_os = "linux")]
-        if memory.capacity() == 0 {
+        if pages && memory.capacity() == 0 {
             if let Some(pages) = pages_capacity(capacity).and_then(Pages::map) {
                 return Block {
                     memory: Memory::Pages(pages),
@@ -470,17 +479,17 @@ mod tests {
         p.give(vec_of(1 << 20));
         p.give(vec_of(2 << 20));
         assert_eq!(p.bytes, 7 << 20);
-        let b = p.take(1 << 20);
+        let b = p.take(1 << 20, true);
         assert!(b.len() == 0 && b.capacity() >= 1 << 20 && b.capacity() < 2 << 20);
-        assert_eq!(p.take(3 << 20).capacity(), 4 << 20);
-        assert_eq!(p.take(3 << 20).capacity(), 0); // none fits: a new, empty one
+        assert_eq!(p.take(3 << 20, true).capacity(), 4 << 20);
+        assert_eq!(p.take(3 << 20, true).capacity(), 0); // none fits: a new, empty one
         assert_eq!((p.all().count(), p.bytes), (1, 2 << 20));
         // Blocks of one capacity serve one take each.
         p.give(vec_of(1 << 20));
         p.give(vec_of(1 << 20));
-        assert_eq!(p.take(1 << 20).capacity(), 1 << 20);
-        assert_eq!(p.take(1 << 20).capacity(), 1 << 20);
-        assert_eq!(p.take(1 << 20).capacity(), 2 << 20);
+        assert_eq!(p.take(1 << 20, true).capacity(), 1 << 20);
+        assert_eq!(p.take(1 << 20, true).capacity(), 1 << 20);
+        assert_eq!(p.take(1 << 20, true).capacity(), 2 << 20);
         assert_eq!((p.all().count(), p.bytes, p.blocks.len()), (0, 0, 0));
     }
 
@@ -493,7 +502,7 @@ mod tests {
         let mut p = empty();
         p.give(vec_of(rounded_capacity(block + 10)));
         assert!(
-            p.take(block + 600).capacity() >= block + 600,
+            p.take(block + 600, true).capacity() >= block + 600,
             "a longer tail still fits"
         );
     }
@@ -514,7 +523,7 @@ mod tests {
         assert_eq!(p.all().count(), kept);
         p.loaders.start();
         assert!(!p.loaders.waiting());
-        let memory = p.take(2 << 20);
+        let memory = p.take(2 << 20, true);
         if cfg!(target_os = "linux") {
             assert_eq!(
                 memory.capacity(),
@@ -590,6 +599,21 @@ mod tests {
         assert_eq!(b.len(), 4 + (3 << 20));
         assert_eq!(&b[4..], &stream[..]);
         assert_eq!(b.fill(&mut input, 10).unwrap(), 0, "at the end");
+    }
+
+    /// A reader of a compressed stream never gets mapped pages from the pool (see
+    /// `Block::with_room`): the smallest fitting allocation of the allocator's instead.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn mapped_pages_go_only_where_allowed() {
+        let mut p = empty();
+        p.give(Memory::Pages(Pages::map(HUGE_PAGE).expect("2 MiB to map")));
+        p.give(vec_of(4 << 20));
+        let heap = p.take(1 << 20, false);
+        assert!(matches!(heap, Memory::Heap(_)) && heap.capacity() == 4 << 20);
+        assert_eq!(p.take(1 << 20, false).capacity(), 0, "none but pages left");
+        assert!(matches!(p.take(1 << 20, true), Memory::Pages(_)));
+        assert_eq!((p.all().count(), p.bytes), (0, 0));
     }
 
     #[test]

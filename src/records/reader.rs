@@ -998,7 +998,8 @@ impl RecordReader {
         let res = match grown {
             Some(buf) => buf.fill(&mut self.input, want),
             None => {
-                let mut buf = Block::with_room(tail + want);
+                let pages = self.compression == Compression::None;
+                let mut buf = Block::with_room(tail + want, pages);
                 // A pooled block fits already; a new one gets a rounded capacity, to fit later
                 // reads from the pool too (see CAPACITY_STEP).
                 let room = if buf.capacity() >= tail + want {
