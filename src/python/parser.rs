@@ -68,12 +68,19 @@ pub(super) fn bytes_objects(py: Python<'_>, v: &[&[u8]]) -> Vec<Py<PyAny>> {
             crate::prefetch::prefetch(first);
         }
         let obj = match objs.last() {
-            Some(prev) if std::ptr::eq(v[i - 1], *b) => prev.clone_ref(py),
+            Some(prev) if !starts_run(v, i) => prev.clone_ref(py),
             _ => PyBytes::new(py, b).into_any().unbind(),
         };
         objs.push(obj);
     }
     objs
+}
+
+/// Whether value `i` of a bytes column starts a run of one slice (not the same address and
+/// length as the value before it): a run is one Python object, and one copy in the parse
+/// queue (`queue::gather_strings`).
+pub(super) fn starts_run(v: &[&[u8]], i: usize) -> bool {
+    i == 0 || !std::ptr::eq(v[i - 1], v[i])
 }
 
 /// The dicts of a column's skipped rows (see `errors.rs` `skip_dict`): `feature` names the

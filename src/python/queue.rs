@@ -43,7 +43,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
 use super::finish::{BatchForm, FormArg};
-use super::parser::{pick_location, picks, ExampleParser, Parsed};
+use super::parser::{pick_location, picks, starts_run, ExampleParser, Parsed};
 use super::records::{Chunk, RecordReader};
 use crate::error::{Error, Result};
 use crate::parse::ParsedBatch;
@@ -214,24 +214,24 @@ fn gather_strings<'a>(batch: &mut ParsedBatch<'a>) -> Box<[u8]> {
             _ => None,
         })
         .collect();
-    // The first of each run of one slice (same address and length) is copied.
-    let runs = |v: &[&'a [u8]]| {
-        v.iter()
-            .enumerate()
-            .filter(|&(i, b)| i == 0 || !std::ptr::eq(v[i - 1], *b))
-            .map(|(_, b)| b.len())
-            .sum::<usize>()
-    };
-    let total: usize = columns.iter().map(|v| runs(v)).sum();
+    // The first of each run of one slice is copied.
+    fn run_starts<'v, 'a>(v: &'v [&'a [u8]]) -> impl Iterator<Item = &'a [u8]> + 'v {
+        (0..v.len())
+            .filter(move |&i| starts_run(v, i))
+            .map(move |i| v[i])
+    }
     let mut strings = Vec::new();
+    let total: usize = columns
+        .iter()
+        .flat_map(|v| run_starts(v))
+        .map(<[u8]>::len)
+        .sum();
     if total == 0 || strings.try_reserve_exact(total).is_err() {
         return Box::default(); // (without the memory the strings stay where they are)
     }
     for v in &columns {
-        for (i, b) in v.iter().enumerate() {
-            if i == 0 || !std::ptr::eq(v[i - 1], *b) {
-                strings.extend_from_slice(b);
-            }
+        for b in run_starts(v) {
+            strings.extend_from_slice(b);
         }
     }
     let strings = strings.into_boxed_slice();

@@ -238,20 +238,16 @@ struct Pool {
 }
 
 impl Pool {
-    /// The smallest pooled allocation of at least `capacity` bytes, emptied (mapped pages
-    /// only where `pages` allows them); else a new, empty one.
-    fn take(&mut self, capacity: usize, pages: bool) -> Memory {
-        let found = self.blocks.range(capacity..).find_map(|(&cap, same)| {
-            let at = same
-                .iter()
-                .rposition(|m| pages || matches!(m, Memory::Heap(_)))?;
-            Some((cap, at))
-        });
-        let Some((cap, at)) = found else {
+    /// The smallest pooled allocation of at least `capacity` bytes, emptied; else a new,
+    /// empty one.
+    fn take(&mut self, capacity: usize) -> Memory {
+        let Some(cap) = self.blocks.range(capacity..).next().map(|(&c, _)| c) else {
             return Memory::default();
         };
         let same = self.blocks.get_mut(&cap).expect("the capacity just found");
-        let b = same.swap_remove(at);
+        let b = same
+            .pop()
+            .expect("a capacity is listed while it has blocks");
         if same.is_empty() {
             self.blocks.remove(&cap);
         }
@@ -323,15 +319,10 @@ impl Block {
     /// An empty block with room for at least `capacity` bytes where the pool has one, or where
     /// the block is mapped for itself (see [`pages_capacity`]); else an empty one, for the
     /// caller to reserve into (fallibly, as a record decides the size).
-    ///
-    /// `pages`: the block may be mapped pages. Not for a decompressed stream: a decompressor
-    /// that fails loses what it decoded in its failing read, and mapped pages are read in
-    /// other steps than a `Vec` (see [`Block::fill`]), so which records come before the damage
-    /// would depend on what the pool held.
-    pub fn with_room(capacity: usize, pages: bool) -> Block {
-        let memory = pool().take(capacity, pages);
+    pub fn with_room(capacity: usize) -> Block {
+        let memory = pool().take(capacity);
         #[cfg(target_os = "linux")]
-        if pages && memory.capacity() == 0 {
+        if memory.capacity() == 0 {
             if let Some(pages) = pages_capacity(capacity).and_then(Pages::map) {
                 return Block {
                     memory: Memory::Pages(pages),
@@ -399,6 +390,10 @@ impl Block {
 
     /// Appends up to `want` bytes of `input` (the room is reserved first); returns how many
     /// arrived (fewer: the stream ended). On an error the bytes read before it stay.
+    ///
+    /// A decompressed stream is read in the same steps whatever the memory (see
+    /// [`read_steps`]): a decompressor that fails loses what it decoded in its failing read,
+    /// so which records come before damage must not depend on what the pool handed out.
     pub fn fill(&mut self, input: &mut Input, want: usize) -> io::Result<usize> {
         self.reserve(want)?;
         match &mut self.memory {
@@ -408,32 +403,48 @@ impl Block {
                 // plain file is read through its own reader for that: `Input` implements only
                 // `read`, and a `read` alone makes the standard library zero the buffer before
                 // each call); `take` keeps it from growing the buffer past `want`.
-                let want = want as u64;
+                let limit = want as u64;
                 match input {
-                    Input::Plain(r) => Read::take(&mut **r, want).read_to_end(buf)?,
-                    Input::Stream(r) => Read::take(&mut **r, want).read_to_end(buf)?,
-                    decoded => decoded.take(want).read_to_end(buf)?,
+                    Input::Plain(r) => Read::take(&mut **r, limit).read_to_end(buf)?,
+                    Input::Stream(r) => Read::take(&mut **r, limit).read_to_end(buf)?,
+                    decoded => {
+                        // In the steps pages take (`read_to_end` asks 8, 16, 32 KiB...), zeroed
+                        // first as `read` needs: a memset beside the inflate.
+                        buf.resize(before + want, 0);
+                        let (got, failed) = read_steps(decoded, &mut buf[before..]);
+                        buf.truncate(before + got);
+                        if let Some(e) = failed {
+                            return Err(e);
+                        }
+                        got
+                    }
                 };
                 Ok(buf.len() - before)
             }
             #[cfg(target_os = "linux")]
             Memory::Pages(p) => {
-                let mut got = 0;
-                while got < want {
-                    match input.read(&mut p.spare()[..want - got]) {
-                        Ok(0) => break,
-                        Ok(k) => {
-                            p.len += k;
-                            got += k;
-                        }
-                        Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                        Err(e) => return Err(e),
-                    }
-                }
-                Ok(got)
+                let (got, failed) = read_steps(input, &mut p.spare()[..want]);
+                p.len += got;
+                failed.map_or(Ok(got), Err)
             }
         }
     }
+}
+
+/// Reads `input` into `buf` until it is full or the stream ends, each read asking for all that
+/// is left (a decompressed stream's reads are cut to its decoder's step by [`Input`]): how many
+/// bytes came, and the error that stopped it, if one did.
+fn read_steps(input: &mut Input, buf: &mut [u8]) -> (usize, Option<io::Error>) {
+    let mut got = 0;
+    while got < buf.len() {
+        match input.read(&mut buf[got..]) {
+            Ok(0) => break,
+            Ok(k) => got += k,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return (got, Some(e)),
+        }
+    }
+    (got, None)
 }
 
 impl Deref for Block {
@@ -479,17 +490,17 @@ mod tests {
         p.give(vec_of(1 << 20));
         p.give(vec_of(2 << 20));
         assert_eq!(p.bytes, 7 << 20);
-        let b = p.take(1 << 20, true);
+        let b = p.take(1 << 20);
         assert!(b.len() == 0 && b.capacity() >= 1 << 20 && b.capacity() < 2 << 20);
-        assert_eq!(p.take(3 << 20, true).capacity(), 4 << 20);
-        assert_eq!(p.take(3 << 20, true).capacity(), 0); // none fits: a new, empty one
+        assert_eq!(p.take(3 << 20).capacity(), 4 << 20);
+        assert_eq!(p.take(3 << 20).capacity(), 0); // none fits: a new, empty one
         assert_eq!((p.all().count(), p.bytes), (1, 2 << 20));
         // Blocks of one capacity serve one take each.
         p.give(vec_of(1 << 20));
         p.give(vec_of(1 << 20));
-        assert_eq!(p.take(1 << 20, true).capacity(), 1 << 20);
-        assert_eq!(p.take(1 << 20, true).capacity(), 1 << 20);
-        assert_eq!(p.take(1 << 20, true).capacity(), 2 << 20);
+        assert_eq!(p.take(1 << 20).capacity(), 1 << 20);
+        assert_eq!(p.take(1 << 20).capacity(), 1 << 20);
+        assert_eq!(p.take(1 << 20).capacity(), 2 << 20);
         assert_eq!((p.all().count(), p.bytes, p.blocks.len()), (0, 0, 0));
     }
 
@@ -502,7 +513,7 @@ mod tests {
         let mut p = empty();
         p.give(vec_of(rounded_capacity(block + 10)));
         assert!(
-            p.take(block + 600, true).capacity() >= block + 600,
+            p.take(block + 600).capacity() >= block + 600,
             "a longer tail still fits"
         );
     }
@@ -523,7 +534,7 @@ mod tests {
         assert_eq!(p.all().count(), kept);
         p.loaders.start();
         assert!(!p.loaders.waiting());
-        let memory = p.take(2 << 20, true);
+        let memory = p.take(2 << 20);
         if cfg!(target_os = "linux") {
             assert_eq!(
                 memory.capacity(),
@@ -601,19 +612,39 @@ mod tests {
         assert_eq!(b.fill(&mut input, 10).unwrap(), 0, "at the end");
     }
 
-    /// A reader of a compressed stream never gets mapped pages from the pool (see
-    /// `Block::with_room`): the smallest fitting allocation of the allocator's instead.
+    /// A damaged GZIP stream gives the same bytes before its damage into mapped pages as into
+    /// an allocation: the decoder's failing read loses what it decoded, so both read it in the
+    /// same steps (the allocation's `read_to_end` had asked 8, 16, 32 KiB... and lost other
+    /// records than the pages' 64 KiB steps).
     #[cfg(target_os = "linux")]
     #[test]
-    fn mapped_pages_go_only_where_allowed() {
-        let mut p = empty();
-        p.give(Memory::Pages(Pages::map(HUGE_PAGE).expect("2 MiB to map")));
-        p.give(vec_of(4 << 20));
-        let heap = p.take(1 << 20, false);
-        assert!(matches!(heap, Memory::Heap(_)) && heap.capacity() == 4 << 20);
-        assert_eq!(p.take(1 << 20, false).capacity(), 0, "none but pages left");
-        assert!(matches!(p.take(1 << 20, true), Memory::Pages(_)));
-        assert_eq!((p.all().count(), p.bytes), (0, 0));
+    fn a_damaged_stream_reads_alike_into_any_memory() {
+        use std::io::Write;
+        let data: Vec<u8> = (0..600_000u32).map(|i| (i * 7 % 251) as u8).collect();
+        let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+        enc.write_all(&data[..300_000]).unwrap();
+        enc.flush().unwrap(); // ends the deflate block on a byte boundary
+        let head = enc.get_ref().len();
+        enc.write_all(&data[300_000..]).unwrap();
+        let mut gz = enc.finish().unwrap();
+        gz[head] |= 0b110; // the next block's type: reserved, a decoder fails right there
+        let read = |memory: Memory| {
+            let name = std::path::Path::new("d.gz");
+            let mut src =
+                super::super::compress::open_stream(io::Cursor::new(gz.clone()), name, None, None)
+                    .unwrap();
+            let mut b = Block { memory };
+            assert!(
+                b.fill(&mut src.input, 1 << 20).is_err(),
+                "the damage fails the read"
+            );
+            b.as_slice().to_vec()
+        };
+        let heap = read(Memory::Heap(Vec::new()));
+        let pages = read(Memory::Pages(Pages::map(HUGE_PAGE).expect("2 MiB to map")));
+        assert!(!heap.is_empty() && heap.len() <= 300_000);
+        assert_eq!(heap, &data[..heap.len()]);
+        assert_eq!(pages, heap);
     }
 
     #[test]

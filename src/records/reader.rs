@@ -998,8 +998,7 @@ impl RecordReader {
         let res = match grown {
             Some(buf) => buf.fill(&mut self.input, want),
             None => {
-                let pages = self.compression == Compression::None;
-                let mut buf = Block::with_room(tail + want, pages);
+                let mut buf = Block::with_room(tail + want);
                 // A pooled block fits already; a new one gets a rounded capacity, to fit later
                 // reads from the pool too (see CAPACITY_STEP).
                 let room = if buf.capacity() >= tail + want {
