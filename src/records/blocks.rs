@@ -24,7 +24,7 @@ use std::io::{self, Read};
 use std::ops::Deref;
 use std::sync::Mutex;
 
-use super::compress::Input;
+use super::compress::{read_steps, Input};
 use crate::alloc::Loaders;
 
 /// Bytes the pool keeps at most, in all.
@@ -429,22 +429,6 @@ impl Block {
             }
         }
     }
-}
-
-/// Reads `input` into `buf` until it is full or the stream ends, each read asking for all that
-/// is left (a decompressed stream's reads are cut to its decoder's step by [`Input`]): how many
-/// bytes came, and the error that stopped it, if one did.
-fn read_steps(input: &mut Input, buf: &mut [u8]) -> (usize, Option<io::Error>) {
-    let mut got = 0;
-    while got < buf.len() {
-        match input.read(&mut buf[got..]) {
-            Ok(0) => break,
-            Ok(k) => got += k,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return (got, Some(e)),
-        }
-    }
-    (got, None)
 }
 
 impl Deref for Block {

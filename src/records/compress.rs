@@ -328,16 +328,24 @@ pub fn open_stream<S: Read + Seek + Send + 'static>(
 
 /// Reads until `buf` is full or the stream ends; returns the bytes read.
 pub fn read_up_to(r: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
+    let (n, failed) = read_steps(r, buf);
+    failed.map_or(Ok(n), Err)
+}
+
+/// Reads `r` into `buf` until it is full or the stream ends, each read asking for all that is
+/// left (an [`Input`] cuts a decompressed stream's reads to its decoder's step): how many bytes
+/// came, and the error that stopped it, if one did (the bytes before it stay in `buf`).
+pub fn read_steps(r: &mut impl Read, buf: &mut [u8]) -> (usize, Option<io::Error>) {
     let mut n = 0;
     while n < buf.len() {
         match r.read(&mut buf[n..]) {
             Ok(0) => break,
             Ok(k) => n += k,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
+            Err(e) => return (n, Some(e)),
         }
     }
-    Ok(n)
+    (n, None)
 }
 
 /// A (possibly compressing) output file. `finish` must be called to write GZIP/ZLIB trailers.
