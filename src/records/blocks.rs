@@ -24,7 +24,7 @@ use std::io::{self, Read};
 use std::ops::Deref;
 use std::sync::Mutex;
 
-use super::compress::{read_steps, Input};
+use super::compress::{read_steps, Input, DECODE_STEP};
 use crate::alloc::Loaders;
 
 /// Bytes the pool keeps at most, in all.
@@ -408,13 +408,22 @@ impl Block {
                     Input::Plain(r) => Read::take(&mut **r, limit).read_to_end(buf)?,
                     Input::Stream(r) => Read::take(&mut **r, limit).read_to_end(buf)?,
                     decoded => {
-                        // In the steps pages take (`read_to_end` asks 8, 16, 32 KiB...), zeroed
-                        // first as `read` needs: a memset beside the inflate.
-                        buf.resize(before + want, 0);
-                        let (got, failed) = read_steps(decoded, &mut buf[before..]);
-                        buf.truncate(before + got);
-                        if let Some(e) = failed {
-                            return Err(e);
+                        // In the steps pages take (`read_to_end` asks 8, 16, 32 KiB...): each
+                        // a decoder step at most, zeroed just before (`read` needs it), so no
+                        // more than a step is touched beyond what arrives (a record's declared
+                        // length may ask far more than the stream holds).
+                        let mut got = 0;
+                        while got < want {
+                            let at = before + got;
+                            buf.resize(at + (want - got).min(DECODE_STEP), 0);
+                            let read = decoded.read(&mut buf[at..]);
+                            buf.truncate(at + *read.as_ref().unwrap_or(&0));
+                            match read {
+                                Ok(0) => break,
+                                Ok(k) => got += k,
+                                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                                Err(e) => return Err(e),
+                            }
                         }
                         got
                     }

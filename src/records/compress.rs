@@ -138,7 +138,7 @@ impl Input {
 /// The most decompressed bytes asked of a decoder at once. A decoder that meets corrupt data
 /// fails the whole call, dropping what it decoded in it: small calls keep that loss (good
 /// records just before the damage) to this many bytes, at no measurable cost.
-const DECODE_STEP: usize = 64 << 10;
+pub const DECODE_STEP: usize = 64 << 10;
 
 impl Read for Input {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
