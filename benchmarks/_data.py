@@ -45,11 +45,11 @@ class LoaderCpu:
     (nanoseconds; ``stat`` ticks where the kernel lacks it) of the main thread and of the
     threads whose OS names start ``jaxrec-``, which carry their role. Names are read once per
     thread: a process with TensorFlow in it has dozens of threads, and reading all of their
-    files at each sample cost the consumer more than it measured. A thread that ends (the
-    planner, once it has planned the last batch) keeps its last sample.
+    files at each sample cost the consumer more than it measured. A thread that ends keeps its
+    last sample.
     """
 
-    ROLES = {"jaxrec-parse": "read+parse", "jaxrec-worker": "pool", "jaxrec-planner": "planner"}
+    ROLES = {"jaxrec-parse": "read+parse", "jaxrec-worker": "pool", "jaxrec-feeder": "feeder"}
 
     def __init__(self) -> None:
         self._names: dict[int, str] = {}
@@ -68,11 +68,12 @@ class LoaderCpu:
     def by_role(self) -> dict[str, float]:
         """CPU seconds from the first sample to the latest: ``read+parse`` (the native threads
         that read the files and parse the batches), ``pool`` (transforms, and reads of files
-        behind URLs), ``planner``, ``consumer`` (the main thread), and
+        behind URLs), ``feeder`` (device transfers, and the planner with a sharding),
+        ``consumer`` (the main thread: the planner, taking batches, making the arrays), and
         ``other``: the rest of the process's CPU over the same time (other threads, and what a
         thread used after its last sample).
         """
-        roles = {"read+parse": 0.0, "pool": 0.0, "planner": 0.0, "consumer": 0.0}
+        roles = {"read+parse": 0.0, "pool": 0.0, "feeder": 0.0, "consumer": 0.0}
         start = self._start or {}
         for tid, seconds in self._latest.items():
             role = self._role(tid)

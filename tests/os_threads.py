@@ -24,3 +24,10 @@ def jaxrec_threads(besides: set[threading.Thread] = frozenset()) -> list[threadi
     collector may still be running, which made checks of "no thread left" flaky on a loaded
     machine)."""
     return [t for t in threading.enumerate() if t.name.startswith("jaxrec-") and t not in besides]
+
+
+def new_jaxrec_threads(before: dict[int, str]) -> list[str]:
+    """OS names of the threads named ``jaxrec-...`` alive now that were not in ``before`` (a
+    :func:`thread_names` taken before): the native parse threads too, which ``threading`` does
+    not see. (The Loader's only Python thread without transforms or devices is the caller's.)"""
+    return [n for t, n in thread_names().items() if n.startswith("jaxrec-") and before.get(t) != n]

@@ -23,6 +23,16 @@ def exit_cleanly(code: int = 0) -> None:
     """Stops every Loader run, fails if a jaxrec thread outlives that, and exits with ``code``."""
     stop_all()
     alive = [t.name for t in threading.enumerate() if t.name.startswith("jaxrec")]
+    task = f"/proc/{os.getpid()}/task"  # the native parse threads show only here (Linux)
+    if os.path.isdir(task):
+        for t in os.listdir(task):
+            try:
+                with open(f"{task}/{t}/comm") as f:
+                    name = f.read().strip()
+            except OSError:  # ended meanwhile
+                continue
+            if name.startswith("jaxrec"):
+                alive.append(name)
     if alive:
         print(f"jaxrec threads still alive at exit: {alive}", file=sys.stderr)
         code = code or 1

@@ -13,7 +13,7 @@ import jax
 import numpy as np
 import pytest
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
-from os_threads import jaxrec_threads, thread_names
+from os_threads import jaxrec_threads, new_jaxrec_threads, thread_names
 
 import jaxrec as jr
 from jaxrec.testing import assert_resumes_exactly
@@ -268,9 +268,10 @@ def test_break_exception_and_repeats_leave_no_threads_or_files(tmp_path):
     paths = write_files(tmp_path, [200, 200, 200])
     fds = open_fds()
     before = set(threading.enumerate())
+    before_os = thread_names()
 
     def live_worker_threads():
-        return jaxrec_threads(besides=before)
+        return jaxrec_threads(besides=before) + new_jaxrec_threads(before_os)
 
     for _ in range(5):
         loader = jr.Loader(paths, SPEC, batch_size=4, shuffle=True, seed=0, num_epochs=None)
@@ -307,19 +308,16 @@ def loader_thread_names(loader: jr.Loader) -> list[str]:
 @pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="Linux /proc")
 @pytest.mark.parametrize("threads", [1, 2])
 def test_threads_carry_their_role_as_os_names_and_keep_to_num_threads(tmp_path, threads):
-    # `top -H` and `perf` show which of the Loader's threads uses the CPU: the planner and the
-    # parse threads by name, not as one more "python". The parse threads also read the files,
-    # so num_threads is the number of threads that read and parse: no read pool beside them
-    # (which made num_threads=1 use 1.7 cores).
+    # `top -H` and `perf` show which of the Loader's threads uses the CPU: the parse threads by
+    # name, not as one more "python". The parse threads also read the files, so num_threads is
+    # the number of threads that read and parse: no read pool beside them (which made
+    # num_threads=1 use 1.7 cores). The planner runs on the consumer's thread: no thread of
+    # its own.
     paths = write_files(tmp_path, [300, 300])
     names = loader_thread_names(
         jr.Loader(paths, SPEC, batch_size=4, num_threads=threads, num_epochs=None)
     )
-    assert "jaxrec-planner" in names
-    assert sorted(n for n in names if n.startswith("jaxrec-parse")) == [
-        f"jaxrec-parse-{i}" for i in range(threads)
-    ]
-    assert not [n for n in names if n.startswith("jaxrec-worker")], names
+    assert sorted(names) == [f"jaxrec-parse-{i}" for i in range(threads)]
 
 
 @pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="Linux /proc")
@@ -486,6 +484,53 @@ def test_large_records_are_planned_a_few_mib_at_a_time(tmp_path):
     assert ids == list(range(1000))
 
 
+def planner_failing_at(monkeypatch, call, exc):
+    """Makes the planner's ``call``-th step raise ``exc``; returns the steps taken."""
+    from jaxrec._loader import stream as stream_mod
+
+    calls = []
+    real = stream_mod.EpochStream.next_handles
+
+    def next_handles(self, n):
+        calls.append(n)
+        if len(calls) == call:
+            raise exc
+        return real(self, n)
+
+    monkeypatch.setattr(stream_mod.EpochStream, "next_handles", next_handles)
+    return calls
+
+
+def test_an_error_while_planning_comes_after_the_batches_planned_before(tmp_path, monkeypatch):
+    # Steps of 1, 64 and 64 batches of 4 small records, then the 4th step fails: the planner runs
+    # on the loop's thread, a group ahead, but its error still waits for the 129 batches before.
+    paths = write_files(tmp_path, [300, 300])
+    first = itertools.islice(jr.Loader(paths, SPEC, batch_size=4), 129)
+    want = [i for batch in first for i in batch["id"].tolist()]
+    calls = planner_failing_at(monkeypatch, 4, RuntimeError("boom"))
+    got = []
+    with pytest.raises(RuntimeError, match="boom"):
+        for batch in jr.Loader(paths, SPEC, batch_size=4, num_threads=2):
+            got.extend(batch["id"].tolist())
+    assert calls == [4, 256, 256, 84] and got == want
+
+
+def test_ctrl_c_while_planning_reaches_the_loop_at_once_and_stops_the_run(tmp_path, monkeypatch):
+    # Unlike the data's errors, a KeyboardInterrupt raised in the planner (which runs in the
+    # loop's call) is the loop's at once, not queued behind the 64 batches of the step before;
+    # and the run stops: no thread and no file left.
+    paths = write_files(tmp_path, [300, 300])
+    calls = planner_failing_at(monkeypatch, 4, KeyboardInterrupt())
+    before_os, fds = thread_names(), open_fds()
+    got = 0
+    with pytest.raises(KeyboardInterrupt):
+        for _ in jr.Loader(paths, SPEC, batch_size=4, num_threads=2, num_epochs=None):
+            got += 1
+    assert len(calls) == 4 and 1 <= got <= 65
+    assert not new_jaxrec_threads(before_os)
+    assert open_fds() <= fds
+
+
 def test_planner_step_size():
     from jaxrec._loader.pipeline import _group_batches
 
@@ -496,7 +541,34 @@ def test_planner_step_size():
     assert _group_batches(4096, 100.0) == 4  # 16k records a step
 
 
-def test_the_handoff_counts_its_depth_as_prefetched_and_holds_a_group_more():
+def test_the_planned_batches_count_their_depth_as_prefetched_and_hold_a_group_more():
+    from jaxrec._loader.pipeline import _Planned
+
+    p = _Planned(3)
+    assert p.room(1)
+    p.add([0, 1, 2])
+    assert not p.room(1)  # full without a group ahead (with transforms)
+    assert p.room(4, ahead=4)  # a group of 4 fits while at most 3 wait
+    p.add([3, 4, 5, 6])  # the planner's group waits beyond the prefetch
+    assert not p.room(4, ahead=4)  # 7 wait: the next group waits for room
+    assert not p.room(1, ahead=1)
+    assert p.qsize() == 3  # prefetched: the depth, not the group
+    assert [p.take() for _ in range(4)] == [0, 1, 2, 3]  # in order, across groups
+    assert p.qsize() == 3
+    assert p.room(2, ahead=2)
+    p.add([7, 8])
+    assert [p.take() for _ in range(5)] == [4, 5, 6, 7, 8]
+    p.add([9])
+    p.clear()
+    assert p.qsize() == 0
+    with pytest.raises(IndexError):
+        p.take()
+    assert p.room(5)  # a group larger than the room goes when none wait
+    p.add([9, 10, 11, 12, 13])
+    assert [p.take() for _ in range(5)] == [9, 10, 11, 12, 13]
+
+
+def test_the_handoff_holds_its_depth_in_order():
     import queue
 
     from jaxrec._loader.pipeline import _Handoff
@@ -505,28 +577,22 @@ def test_the_handoff_counts_its_depth_as_prefetched_and_holds_a_group_more():
     for i in range(3):
         h.put([i], timeout=0)
     with pytest.raises(queue.Full):
-        h.put([3], timeout=0.01)  # full without a group ahead (with transforms)
-    h.wait_room(4, timeout=0, ahead=4)  # a group of 4 fits while at most 3 wait
-    h.put([3, 4, 5, 6], timeout=0, ahead=4)  # the planner's group waits beyond the prefetch
-    with pytest.raises(queue.Full):
-        h.wait_room(4, timeout=0.01, ahead=4)  # 7 wait: the next group waits for room
-    with pytest.raises(queue.Full):
-        h.put([7], timeout=0.01, ahead=1)
-    assert h.qsize() == 3 and not h.empty()  # prefetched: the depth, not the group
-    assert [h.get(timeout=0) for _ in range(4)] == [0, 1, 2, 3]  # in order, across groups
-    assert h.qsize() == 3
-    h.put([7, 8], timeout=0, ahead=2)
-    assert [h.get(timeout=0) for _ in range(5)] == [4, 5, 6, 7, 8]
+        h.put([3], timeout=0.01)
+    assert h.qsize() == 3 and not h.empty()
+    assert [h.get(timeout=0) for _ in range(2)] == [0, 1]
+    h.put([3, 4], timeout=0)
+    assert [h.get(timeout=0) for _ in range(3)] == [2, 3, 4]
+    h.put([5], timeout=0)
     h.clear()
     assert h.qsize() == 0 and h.empty()
     with pytest.raises(queue.Empty):
         h.get(timeout=0.01)
-    h.put([9, 10, 11, 12, 13], timeout=0)  # a group larger than the room goes when none wait
+    h.put([9, 10, 11, 12, 13], timeout=0)  # a list larger than the room goes when none wait
     assert [h.get(timeout=0) for _ in range(5)] == [9, 10, 11, 12, 13]
 
 
 def test_the_handoff_wakes_its_waiters_at_once():
-    # A consumer waiting for a batch, and a planner waiting for room, are woken by the other
+    # A consumer waiting for a batch, and a feeder waiting for room, are woken by the other
     # side, not by their timeouts (the pipeline's are 0.1 s: a batch each time would crawl).
     from jaxrec._loader.pipeline import _Handoff
 
@@ -547,17 +613,17 @@ def test_the_handoff_wakes_its_waiters_at_once():
     assert h.get(timeout=0) == "first"
     putter.join(10)
     assert h.get(timeout=0) == "second" and time.monotonic() - start < 5
-    # A group waiting for room is woken when the consumer has taken enough for it to fit.
-    h = _Handoff(2)
-    h.put(["a", "b", "c", "d"], timeout=0, ahead=4)
-    grouped = threading.Thread(target=lambda: h.put(["e", "f", "g", "h"], timeout=30, ahead=4))
+    # A list waiting for room is woken when the consumer has taken enough for it to fit.
+    h = _Handoff(3)
+    h.put(["a", "b", "c"], timeout=0)
+    grouped = threading.Thread(target=lambda: h.put(["d", "e"], timeout=30))
     grouped.start()
     time.sleep(0.05)
     start = time.monotonic()
-    assert [h.get(timeout=0), h.get(timeout=0)] == ["a", "b"]  # 2 left: the group fits
+    assert [h.get(timeout=0), h.get(timeout=0)] == ["a", "b"]  # 1 left: the list fits
     grouped.join(10)
     assert not grouped.is_alive() and time.monotonic() - start < 5
-    assert [h.get(timeout=0) for _ in range(6)] == ["c", "d", "e", "f", "g", "h"]
+    assert [h.get(timeout=0) for _ in range(3)] == ["c", "d", "e"]
 
 
 @pytest.mark.parametrize("shuffle", [False, True])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from os_threads import jaxrec_threads
+from os_threads import new_jaxrec_threads, thread_names
 from shards import write_shards
 
 import jaxrec as jr
@@ -98,12 +98,10 @@ def test_sources_must_match_and_states_must_fit(tmp_path):
 
 
 def test_close_stops_every_source(tmp_path):
-    import threading
-
-    before = set(threading.enumerate())
+    before = thread_names()
 
     def live():
-        return jaxrec_threads(besides=before)
+        return new_jaxrec_threads(before)
 
     mix = jr.Mix(sources(tmp_path), [1, 1, 1], seed=3)
     it = iter(mix)

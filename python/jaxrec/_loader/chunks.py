@@ -27,7 +27,7 @@ def _distinct(ids: np.ndarray, inverse: bool = True) -> tuple[np.ndarray, np.nda
     """The distinct values of ``ids``, ascending, and (``inverse``) each one's place in them.
 
     Ids in use are few and close together (chunks are numbered as they are read): marks in a
-    table over their range find them in O(n), where np.unique sorts (on the planner thread,
+    table over their range find them in O(n), where np.unique sorts (in the planner,
     whose Python time every other thread waits for: the GIL).
     """
     if len(ids) == 0:

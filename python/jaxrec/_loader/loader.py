@@ -96,9 +96,10 @@ class Loader:
         prefetch: batches prepared ahead of the consumer (on devices when sharded).
         num_threads: reader/parser threads (default: the machine's cores): that many native
             threads read the files and parse the batches (with a ``transform``, that many pool
-            threads read, parse and transform instead). The planner and the consumer's
-            hand-off add up to half a core at full speed (tokens on the 2-core dev VM: 1.1-1.5
-            cores used with 1 thread, the more the faster it runs). The order and the state do
+            threads read, parse and transform instead). The planner, on the thread that
+            takes the batches, and the hand-off add up to a third of a core at full speed
+            (tokens on the 2-core dev VM: 1.1-1.4 cores used with 1 thread, the more the
+            faster it runs). The order and the state do
             not depend on it.
         cycle_length: pieces of the host's share read at once (the interleave; default 16).
         block_length: records taken from each piece in turn.
