@@ -23,9 +23,10 @@ that the taking thread resumes before each batch it takes, and that gives the th
 whenever the next batches must wait for room. On a thread of its own (tokens, 2 threads) it
 used 30 us of CPU a batch against 18 us planning alone: each group's hand-off took locks and
 woke a thread, and its Python contended with the consumer's for the GIL. Here (2-vCPU VM, 2
-threads, builds alternating): tokens +3 to +5 % rec/s, shuffled +8 %, tabular +6 %; 1 thread
-level. The parses it submits run a group ahead, so the parse threads keep working while it
-plans the next group (a millisecond or two, once per group) in the consumer's call.
+threads, builds alternating): tokens +3 to +5 % rec/s, shuffled +8 %, tabular level to +6 %;
+1 thread: tokens level, tabular -3 %. The parses it submits run a group ahead, so the parse
+threads keep working while it plans the next group (a millisecond or two, once per group) in
+the consumer's call.
 
 **Stopping.** ``stop()`` sets a flag every thread polls (no thread blocks longer than
 ``_POLL`` on a queue), joins them, shuts the pool and closes the planner (its streams). The
