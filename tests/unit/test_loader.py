@@ -531,6 +531,47 @@ def test_ctrl_c_while_planning_reaches_the_loop_at_once_and_stops_the_run(tmp_pa
     assert open_fds() <= fds
 
 
+def test_close_from_another_thread_while_the_loop_plans_ends_the_loop(tmp_path, monkeypatch):
+    # The planner runs inside the loop's next(): a close() from another thread cannot close it
+    # there, so the loop's own call ends it (its reads fail once the queue is closed) with an
+    # error that says the run was stopped; no hang, no thread left.
+    from jaxrec._loader import stream as stream_mod
+
+    paths = write_files(tmp_path, [300, 300])
+    entered, release = threading.Event(), threading.Event()
+    real = stream_mod.EpochStream.next_handles
+    calls = []
+
+    def next_handles(self, n):
+        calls.append(n)
+        if len(calls) == 3:
+            entered.set()
+            release.wait(30)
+        return real(self, n)
+
+    monkeypatch.setattr(stream_mod.EpochStream, "next_handles", next_handles)
+    before_os = thread_names()
+    loader = jr.Loader(paths, SPEC, batch_size=4, num_threads=2, num_epochs=None)
+    errors = []
+
+    def loop():
+        try:
+            for _ in loader:
+                pass
+        except jr.JaxrecError as e:
+            errors.append(e)
+
+    t = threading.Thread(target=loop)
+    t.start()
+    assert entered.wait(30)
+    loader.close()  # the loop's thread is inside the planner now
+    release.set()
+    t.join(30)
+    assert not t.is_alive()
+    assert len(errors) == 1 and "stopped" in str(errors[0]), errors
+    assert not new_jaxrec_threads(before_os)
+
+
 def test_planner_step_size():
     from jaxrec._loader.pipeline import _group_batches
 
