@@ -31,3 +31,13 @@ def new_jaxrec_threads(before: dict[int, str]) -> list[str]:
     :func:`thread_names` taken before): the native parse threads too, which ``threading`` does
     not see. (The Loader's only Python thread without transforms or devices is the caller's.)"""
     return [n for t, n in thread_names().items() if n.startswith("jaxrec-") and before.get(t) != n]
+
+
+def jaxrec_thread_names() -> list[str]:
+    """Names of this process's threads named ``jaxrec-...`` alive now: their OS names where
+    Linux shows them (the native parse threads too), else Python's threads'."""
+    if os.path.isdir(f"/proc/{os.getpid()}/task"):
+        names = list(thread_names().values())
+    else:
+        names = [t.name for t in threading.enumerate()]
+    return [n for n in names if n.startswith("jaxrec-")]

@@ -24,7 +24,7 @@ use std::io::{self, Read};
 use std::ops::Deref;
 use std::sync::Mutex;
 
-use super::compress::{read_steps, Input, DECODE_STEP};
+use super::compress::{read_once, read_steps, Input, DECODE_STEP};
 use crate::alloc::Loaders;
 
 /// Bytes the pool keeps at most, in all.
@@ -416,13 +416,11 @@ impl Block {
                         while got < want {
                             let at = before + got;
                             buf.resize(at + (want - got).min(DECODE_STEP), 0);
-                            let read = decoded.read(&mut buf[at..]);
+                            let read = read_once(decoded, &mut buf[at..]);
                             buf.truncate(at + *read.as_ref().unwrap_or(&0));
-                            match read {
-                                Ok(0) => break,
-                                Ok(k) => got += k,
-                                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                                Err(e) => return Err(e),
+                            match read? {
+                                0 => break,
+                                k => got += k,
                             }
                         }
                         got

@@ -338,14 +338,23 @@ pub fn read_up_to(r: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
 pub fn read_steps(r: &mut impl Read, buf: &mut [u8]) -> (usize, Option<io::Error>) {
     let mut n = 0;
     while n < buf.len() {
-        match r.read(&mut buf[n..]) {
+        match read_once(r, &mut buf[n..]) {
             Ok(0) => break,
             Ok(k) => n += k,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => return (n, Some(e)),
         }
     }
     (n, None)
+}
+
+/// One read of `r` into `buf` (asked again when interrupted by a signal).
+pub fn read_once(r: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
+    loop {
+        match r.read(buf) {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            done => return done,
+        }
+    }
 }
 
 /// A (possibly compressing) output file. `finish` must be called to write GZIP/ZLIB trailers.

@@ -14,25 +14,18 @@ from __future__ import annotations
 
 import os
 import sys
-import threading
+from pathlib import Path
 
 from jaxrec._loader.pipeline import stop_all
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for os_threads
+from os_threads import jaxrec_thread_names  # noqa: E402
 
 
 def exit_cleanly(code: int = 0) -> None:
     """Stops every Loader run, fails if a jaxrec thread outlives that, and exits with ``code``."""
     stop_all()
-    alive = [t.name for t in threading.enumerate() if t.name.startswith("jaxrec")]
-    task = f"/proc/{os.getpid()}/task"  # the native parse threads show only here (Linux)
-    if os.path.isdir(task):
-        for t in os.listdir(task):
-            try:
-                with open(f"{task}/{t}/comm") as f:
-                    name = f.read().strip()
-            except OSError:  # ended meanwhile
-                continue
-            if name.startswith("jaxrec"):
-                alive.append(name)
+    alive = jaxrec_thread_names()
     if alive:
         print(f"jaxrec threads still alive at exit: {alive}", file=sys.stderr)
         code = code or 1

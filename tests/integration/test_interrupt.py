@@ -7,6 +7,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from pathlib import Path
 
 import pytest
 
@@ -16,16 +17,10 @@ pytestmark = pytest.mark.integration
 
 SCRIPT = textwrap.dedent(
     """
-    import faulthandler, os, signal, sys, threading, numpy as np, jaxrec as jr
+    import faulthandler, signal, sys, numpy as np, jaxrec as jr
     faulthandler.register(signal.SIGUSR1)  # the test asks for stacks if we hang
-
-    def jaxrec_threads():  # by their OS names where they show: the native parse threads too
-        task = f"/proc/{os.getpid()}/task"
-        if os.path.isdir(task):
-            names = [open(f"{task}/{t}/comm").read().strip() for t in os.listdir(task)]
-        else:
-            names = [t.name for t in threading.enumerate()]
-        return [n for n in names if n.startswith("jaxrec-")]
+    sys.path.insert(0, sys.argv[2])  # tests/
+    from os_threads import jaxrec_thread_names  # the native parse threads too
 
     spec = {"id": jr.FixedLenFeature([], np.int64)}
     loader = jr.Loader(sys.argv[1], spec, batch_size=8, shuffle=True, seed=0, num_epochs=None)
@@ -34,7 +29,7 @@ SCRIPT = textwrap.dedent(
             if i == 5:
                 print("running", flush=True)
     except KeyboardInterrupt:
-        print("interrupted, live loader threads:", jaxrec_threads(), flush=True)
+        print("interrupted, live loader threads:", jaxrec_thread_names(), flush=True)
         sys.exit(3)
     """
 )
@@ -45,7 +40,7 @@ def test_ctrl_c_stops_the_loader(tmp_path):
     with jr.TFRecordWriter(path) as w:
         w.write_many([jr.encode_example({"id": i}) for i in range(500)])
     proc = subprocess.Popen(
-        [sys.executable, "-c", SCRIPT, str(path)],
+        [sys.executable, "-c", SCRIPT, str(path), str(Path(__file__).resolve().parents[1])],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

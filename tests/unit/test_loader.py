@@ -484,8 +484,9 @@ def test_large_records_are_planned_a_few_mib_at_a_time(tmp_path):
     assert ids == list(range(1000))
 
 
-def planner_failing_at(monkeypatch, call, exc):
-    """Makes the planner's ``call``-th step raise ``exc``; returns the steps taken."""
+def at_planner_step(monkeypatch, call, action):
+    """Runs ``action()`` at the start of the planner's ``call``-th step (it may raise, or
+    block); returns the record counts the steps asked for."""
     from jaxrec._loader import stream as stream_mod
 
     calls = []
@@ -494,11 +495,20 @@ def planner_failing_at(monkeypatch, call, exc):
     def next_handles(self, n):
         calls.append(n)
         if len(calls) == call:
-            raise exc
+            action()
         return real(self, n)
 
     monkeypatch.setattr(stream_mod.EpochStream, "next_handles", next_handles)
     return calls
+
+
+def planner_failing_at(monkeypatch, call, exc):
+    """Makes the planner's ``call``-th step raise ``exc``; returns the steps taken."""
+
+    def fail():
+        raise exc
+
+    return at_planner_step(monkeypatch, call, fail)
 
 
 def test_an_error_while_planning_comes_after_the_batches_planned_before(tmp_path, monkeypatch):
@@ -535,21 +545,14 @@ def test_close_from_another_thread_while_the_loop_plans_ends_the_loop(tmp_path, 
     # The planner runs inside the loop's next(): a close() from another thread cannot close it
     # there, so the loop's own call ends it (its reads fail once the queue is closed) with an
     # error that says the run was stopped; no hang, no thread left.
-    from jaxrec._loader import stream as stream_mod
-
     paths = write_files(tmp_path, [300, 300])
     entered, release = threading.Event(), threading.Event()
-    real = stream_mod.EpochStream.next_handles
-    calls = []
 
-    def next_handles(self, n):
-        calls.append(n)
-        if len(calls) == 3:
-            entered.set()
-            release.wait(30)
-        return real(self, n)
+    def block():
+        entered.set()
+        release.wait(30)
 
-    monkeypatch.setattr(stream_mod.EpochStream, "next_handles", next_handles)
+    at_planner_step(monkeypatch, 3, block)
     before_os = thread_names()
     loader = jr.Loader(paths, SPEC, batch_size=4, num_threads=2, num_epochs=None)
     errors = []
