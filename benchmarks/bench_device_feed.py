@@ -166,8 +166,18 @@ def main() -> int:
             yield from host_batches
 
     def numpy_loader():
+        # num_epochs=None as loader()'s: a run of more steps than an epoch has batches must not
+        # run its source dry.
         return iter(
-            jr.Loader(files, spec, args.batch_size, shuffle=True, seed=0, num_threads=args.threads)
+            jr.Loader(
+                files,
+                spec,
+                args.batch_size,
+                shuffle=True,
+                seed=0,
+                num_epochs=None,
+                num_threads=args.threads,
+            )
         )
 
     def run_bare_feeder(source):
@@ -175,38 +185,57 @@ def main() -> int:
         ready: queue.Queue = queue.Queue(maxsize=4)  # the Loader's prefetch
         stop = threading.Event()
 
+        def hand_over(item) -> bool:
+            while not stop.is_set():
+                try:
+                    ready.put(item, timeout=0.1)
+                    return True
+                except queue.Full:
+                    pass
+            return False
+
         def feed():
             batches = source()
             try:
                 for host in batches:
-                    placed = to_device(host, sharding, 1)
-                    while not stop.is_set():
-                        try:
-                            ready.put(placed, timeout=0.1)
-                            break
-                        except queue.Full:
-                            pass
-                    if stop.is_set():
+                    if not hand_over(to_device(host, sharding, 1)):
                         return
+                # The step loop would otherwise wait forever for a batch that never comes.
+                hand_over(RuntimeError("the bare feeder's source ended before the run did"))
+            except BaseException as e:  # noqa: BLE001 - handed to the step loop, raised there
+                hand_over(e)
             finally:
                 batches.close()  # a Loader's threads stop with it
+
+        def next_placed():
+            item = ready.get()
+            if isinstance(item, BaseException):
+                raise item
+            return item
 
         feeder = threading.Thread(target=feed, daemon=True)
         feeder.start()
         try:
-            return step_seconds(ready.get)
+            return step_seconds(next_placed)
         finally:
             stop.set()
             feeder.join()  # never leave a thread inside JAX at exit
 
     const_t, load_t, bare_t, split_t, waits = [], [], [], [], []
-    for _ in range(args.repeats):
+    for i in range(args.repeats):
         const_t.append(run_constant())
         t, w = run_loader()
         load_t.append(t)
         waits.append(w)
         bare_t.append(run_bare_feeder(in_memory))
         split_t.append(run_bare_feeder(numpy_loader))
+        # Each round as it ends, so a run stopped early (a lease ending) still says something.
+        print(
+            f"round {i + 1}: step ms constant {const_t[-1] * 1e3:.3f}, Loader {t * 1e3:.3f}, "
+            f"bare feeder {bare_t[-1] * 1e3:.3f}, numpy Loader + bare feeder "
+            f"{split_t[-1] * 1e3:.3f}",
+            file=sys.stderr,
+        )
     c, fed, bare, split = (statistics.median(x) for x in (const_t, load_t, bare_t, split_t))
 
     # Memory over a long run: RSS at the end of each epoch.
