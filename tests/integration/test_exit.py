@@ -30,7 +30,10 @@ RUNS = int(os.environ.get("JAXREC_EXIT_RUNS", "2"))
 
 CHILD = textwrap.dedent(
     """
-    import os, sys
+    import os, signal, sys
+    # Ctrl-C as an interactive shell delivers it, also where the suite runs with SIGINT
+    # ignored (a background job of a script), which this process would otherwise inherit.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=8"
     import numpy as np, jaxrec as jr
     path, sharded, pattern = sys.argv[1:4]

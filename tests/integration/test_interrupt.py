@@ -18,6 +18,9 @@ pytestmark = pytest.mark.integration
 SCRIPT = textwrap.dedent(
     """
     import faulthandler, signal, sys, numpy as np, jaxrec as jr
+    # Ctrl-C as an interactive shell delivers it, also where the suite runs with SIGINT
+    # ignored (a background job of a script), which this process would otherwise inherit.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     faulthandler.register(signal.SIGUSR1)  # the test asks for stacks if we hang
     sys.path.insert(0, sys.argv[2])  # tests/
     from os_threads import jaxrec_thread_names  # the native parse threads too
