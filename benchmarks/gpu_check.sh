@@ -34,11 +34,14 @@ if [ -n "${WHEEL_DIR:-}" ]; then
     BUILDS="${BUILDS:-/tmp/jaxrec-site}"
 fi
 read -r -a builds <<<"${BUILDS:-installed}"
-for b in "${builds[@]}"; do
-    if [ "$b" != installed ] && [ ! -d "$b/jaxrec" ]; then
+for i in "${!builds[@]}"; do
+    b=${builds[$i]}
+    [ "$b" = installed ] && continue
+    if [ ! -d "$b/jaxrec" ]; then
         echo "no jaxrec package in build folder $b" >&2
         exit 2
     fi
+    builds[$i]=$(cd "$b" && pwd) # the steps run from benchmarks/
 done
 
 # step SECONDS LABEL BUILD COMMAND...: runs COMMAND (from benchmarks/) with BUILD's jaxrec,
