@@ -7,10 +7,13 @@ placement, no reading or parsing) a few ahead of the step, the floor any feeder 
 same thread placing a numpy Loader's batches as they come (the Loader's reading and parsing
 added, its feeder thread and handoffs not). On a GPU each placed array costs JAX a fixed ~40 us
 of host CPU (``bench_put.py``: five tiny arrays cost as much as five large ones), which a
-sub-millisecond step feels even with no loader at all. Runs alternate (constant, Loader, bare
-feeder, numpy Loader + bare feeder, ...); medians are reported. Also samples the process's peak
-RSS at the end of every epoch of a long run: it must stay flat (bounded by prefetch depth x
-batch size), not grow with the data read.
+sub-millisecond step feels even with no loader at all. So a last probe packs each batch's
+arrays row by row into one uint8 array on the host, places that one array, and unpacks it inside
+the step (slices and bitcasts XLA fuses into it), against the same packed step on a constant
+batch: what a loader making one transfer a batch would gain. Runs alternate (constant, Loader,
+bare feeder, numpy Loader + bare feeder, packed constant, packed bare feeder, ...); medians are
+reported. Also samples the process's peak RSS at the end of every epoch of a long run: it must
+stay flat (bounded by prefetch depth x batch size), not grow with the data read.
 
     python benchmarks/bench_device_feed.py --threads 2 --steps 150
 
@@ -89,6 +92,43 @@ class InFlight:
         self.queued.append(loss)
         if len(self.queued) > self.depth:
             self.queued.pop(0).block_until_ready()
+
+
+def pack_rows(batch: dict[str, np.ndarray]) -> tuple[np.ndarray, tuple]:
+    """A batch's numeric arrays as one ``[rows, row_bytes]`` uint8 array, and its layout.
+
+    Row-major, so a sharding of the batch axis splits it where it splits the arrays. A probe
+    of one transfer per batch instead of one per array (see ``unpack_rows``), not something
+    the Loader does.
+    """
+    rows = len(next(iter(batch.values())))
+    layout, parts, offset = [], [], 0
+    for key, v in batch.items():
+        if v.dtype == object:
+            continue
+        as_bytes = np.ascontiguousarray(v).reshape(rows, -1).view(np.uint8)
+        layout.append((key, offset, as_bytes.shape[1], v.dtype.str, v.shape[1:]))
+        parts.append(as_bytes)
+        offset += as_bytes.shape[1]
+    return np.concatenate(parts, axis=1), tuple(layout)
+
+
+def unpack_rows(packed, layout: tuple) -> dict:
+    """``pack_rows``'s arrays again, from its uint8 array on the device: inside a jitted step,
+    slices and bitcasts that XLA fuses into the step (no computation of their own)."""
+    out = {}
+    rows = packed.shape[0]
+    for key, offset, nbytes, dtype, tail in layout:
+        part = packed[:, offset : offset + nbytes]
+        dtype = np.dtype(dtype)
+        if dtype == np.bool_:
+            value = part != 0
+        elif dtype.itemsize == 1:
+            value = jax.lax.bitcast_convert_type(part, dtype)
+        else:
+            value = jax.lax.bitcast_convert_type(part.reshape(rows, -1, dtype.itemsize), dtype)
+        out[key] = value.reshape(rows, *tail)
+    return out
 
 
 def main() -> int:
@@ -221,7 +261,54 @@ def main() -> int:
             stop.set()
             feeder.join()  # never leave a thread inside JAX at exit
 
+    # One transfer a batch: the batch's arrays packed row by row into one uint8 array on the
+    # host, placed as one array, unpacked inside the step. JAX's cost per placed array is most
+    # of the bare feeder's (bench_put.py); this says what a loader that packed would gain.
+    _, layout = pack_rows(host_batches[0])
+    packed_step = jax.jit(lambda p, packed: step(p, unpack_rows(packed, layout)))
+    packed_constant = jax.device_put(pack_rows(first)[0], sharding)
+    unpacked = unpack_rows(packed_constant, layout)
+    for key, value in unpacked.items():  # the probe is only worth its figures if it is exact
+        np.testing.assert_array_equal(np.asarray(value), first[key], err_msg=key)
+    packed_step(params0, packed_constant)[1].block_until_ready()  # compile
+
+    def packed_step_seconds(next_packed):
+        p, loss = packed_step(params0, next_packed())
+        loss.block_until_ready()
+        t0, queued = time.perf_counter(), InFlight()
+        for _ in range(args.steps):
+            p, loss = packed_step(p, next_packed())
+            queued.add(loss)
+        loss.block_until_ready()
+        return (time.perf_counter() - t0) / args.steps
+
+    def run_packed_bare_feeder():
+        """The bare feeder of ``in_memory``'s batches, each packed and placed as one array."""
+        ready: queue.Queue = queue.Queue(maxsize=4)
+        stop = threading.Event()
+
+        def feed():
+            for host in in_memory():
+                placed = to_device({"packed": pack_rows(host)[0]}, sharding, 1)["packed"]
+                while not stop.is_set():
+                    try:
+                        ready.put(placed, timeout=0.1)
+                        break
+                    except queue.Full:
+                        pass
+                if stop.is_set():
+                    return
+
+        feeder = threading.Thread(target=feed, daemon=True)
+        feeder.start()
+        try:
+            return packed_step_seconds(ready.get)
+        finally:
+            stop.set()
+            feeder.join()
+
     const_t, load_t, bare_t, split_t, waits = [], [], [], [], []
+    packed_const_t, packed_bare_t = [], []
     for i in range(args.repeats):
         const_t.append(run_constant())
         t, w = run_loader()
@@ -229,14 +316,18 @@ def main() -> int:
         waits.append(w)
         bare_t.append(run_bare_feeder(in_memory))
         split_t.append(run_bare_feeder(numpy_loader))
+        packed_const_t.append(packed_step_seconds(lambda: packed_constant))
+        packed_bare_t.append(run_packed_bare_feeder())
         # Each round as it ends, so a run stopped early (a lease ending) still says something.
         print(
             f"round {i + 1}: step ms constant {const_t[-1] * 1e3:.3f}, Loader {t * 1e3:.3f}, "
             f"bare feeder {bare_t[-1] * 1e3:.3f}, numpy Loader + bare feeder "
-            f"{split_t[-1] * 1e3:.3f}",
+            f"{split_t[-1] * 1e3:.3f}; packed: constant {packed_const_t[-1] * 1e3:.3f}, "
+            f"bare feeder {packed_bare_t[-1] * 1e3:.3f}",
             file=sys.stderr,
         )
     c, fed, bare, split = (statistics.median(x) for x in (const_t, load_t, bare_t, split_t))
+    packed_c, packed_bare = statistics.median(packed_const_t), statistics.median(packed_bare_t)
 
     # Memory over a long run: RSS at the end of each epoch.
     ld = loader(num_epochs=args.memory_epochs)
@@ -255,6 +346,9 @@ def main() -> int:
         "bare_feeder_slowdown_pct": round(100 * (bare / c - 1), 1),
         "step_ms_numpy_loader_bare_feeder": round(split * 1e3, 2),
         "numpy_loader_bare_feeder_slowdown_pct": round(100 * (split / c - 1), 1),
+        "step_ms_packed_constant": round(packed_c * 1e3, 2),
+        "step_ms_packed_bare_feeder": round(packed_bare * 1e3, 2),
+        "packed_bare_feeder_slowdown_pct": round(100 * (packed_bare / packed_c - 1), 1),
         "consumer_wait_s_median": round(statistics.median(waits), 3),
         "rss_mib_per_epoch": rss,
         "records_per_epoch": args.records,
@@ -278,6 +372,12 @@ def main() -> int:
             f"{result['step_ms_numpy_loader_bare_feeder']:.2f} ms "
             f"({result['numpy_loader_bare_feeder_slowdown_pct']:+.1f} %: the Loader's reading "
             "and parsing added, not its feeder)"
+        )
+        print(
+            "one transfer a batch (packed into one array on the host, unpacked in the step): "
+            f"{result['step_ms_packed_constant']:.2f} ms on a constant packed batch, "
+            f"{result['step_ms_packed_bare_feeder']:.2f} ms fed by a bare feeder thread "
+            f"({result['packed_bare_feeder_slowdown_pct']:+.1f} %)"
         )
         print(f"(medians of {args.repeats} runs, batch {args.batch_size})")
         print(f"peak RSS at each epoch end (MiB): {rss}")
