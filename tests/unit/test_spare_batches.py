@@ -31,9 +31,17 @@ def _no_spares():
     _native.release_spare_batches()
 
 
+def _lent(v: np.ndarray) -> bool:
+    """Whether ``v`` (or the array it is a view of: a sequence's steps) is over a BatchMemory."""
+    base = v.base
+    while isinstance(base, np.ndarray):
+        base = base.base
+    return isinstance(base, _native.BatchMemory)
+
+
 def _poison(batch: dict) -> None:
     for v in batch.values():
-        if isinstance(v.base, _native.BatchMemory):
+        if _lent(v):
             v.view(np.uint8)[...] = 0xAB  # NaN-like bytes for floats, 171 for pixels
 
 
@@ -48,8 +56,8 @@ def _reparse_matches(
     _native.release_spare_batches()  # that batch and an earlier call's, freed since
     first = jr.parse_example(records, spec)
     assert first[key].nbytes >= MIN_BYTES
-    assert isinstance(first[key].base, _native.BatchMemory)
-    spares = sum(isinstance(v.base, _native.BatchMemory) for v in first.values())
+    assert _lent(first[key])
+    spares = sum(_lent(v) for v in first.values())
     _poison(first)
     del first
     gc.collect()
@@ -116,7 +124,11 @@ def test_parsed_columns_reuse_memory_and_pad_every_row():
         out = []
         for i in range(256):
             n = int(rng.integers(lo, hi))
-            feats = {"tokens": rng.integers(1, 30_000, n), "wide": rng.integers(-9, 9, n)}
+            feats = {
+                "tokens": rng.integers(1, 30_000, n),
+                "wide": rng.integers(-9, 9, n),
+                "steps": rng.standard_normal(4 * (n // 4)).astype(np.float32),
+            }
             if i % 9:
                 feats["dense"] = rng.standard_normal(128).astype(np.float32)
             out.append(jr.encode_example(feats if i % 13 else {}))
@@ -126,15 +138,23 @@ def test_parsed_columns_reuse_memory_and_pad_every_row():
         "tokens": jr.VarLenFeature(np.int32, max_len=256, truncate=True, pad_value=-1),
         "wide": jr.VarLenFeature(np.int64, max_len=64, truncate=True),
         "dense": jr.FixedLenFeature([128], np.float32, default_value=0.5),
+        # Steps of 4 values: each row's padding starts at its steps x 4.
+        "steps": jr.FixedLenSequenceFeature(
+            [4], np.float32, allow_missing=True, default_value=-2.0, max_len=64, truncate=True
+        ),
     }
     long, short = records(200, 300), records(0, 40)
     out = _reparse_matches(long, spec, "tokens", then=short)
-    for key in ("tokens", "wide", "dense"):
-        assert isinstance(out[key].base, _native.BatchMemory), key
+    for key in ("tokens", "wide", "dense", "steps"):
+        assert _lent(out[key]), key
     assert (out["tokens"][:, 40:] == -1).all() and (out["dense"][0] == 0.5).all()
-    # Without max_len the width is the batch's longest row: the same size again, reused.
-    spec["tokens"] = jr.VarLenFeature(np.int32)
-    _reparse_matches(long, spec, "dense", then=long[::-1])
+    assert (out["steps"][:, 10:] == -2.0).all()
+    # Without max_len the width is the batch's longest row: the same size again, reused, and
+    # each row padded where another row's values were.
+    spec["tokens"] = jr.VarLenFeature(np.int32, pad_value=-1)
+    spec["steps"] = jr.FixedLenSequenceFeature([4], np.float32, allow_missing=True)
+    out = _reparse_matches(long, spec, "tokens", then=long[::-1])
+    assert _lent(out["steps"])
 
 
 def test_parsed_columns_of_4_mib_or_more_keep_fresh_pages():
