@@ -169,9 +169,9 @@ def main() -> int:
     params, loss = step(params0, constant)  # compile
     loss.block_until_ready()
 
-    def step_seconds(next_batch):
-        """Seconds per step over ``--steps`` steps, each on ``next_batch()``, after one untimed
-        step (a feeder's threads started, its first batch ready)."""
+    def step_seconds(next_batch, step=step):
+        """Seconds per ``step`` over ``--steps`` steps, each on ``next_batch()``, after one
+        untimed step (a feeder's threads started, its first batch ready)."""
         p, loss = step(params0, next_batch())
         loss.block_until_ready()
         t0, queued = time.perf_counter(), InFlight()
@@ -220,8 +220,12 @@ def main() -> int:
             )
         )
 
-    def run_bare_feeder(source):
-        """The step fed by a plain thread placing ``source()``'s host batches, 4 ahead."""
+    def place(host):
+        return to_device(host, sharding, 1)
+
+    def run_bare_feeder(source, place=place, step=step):
+        """``step`` fed by a plain thread placing (``place``) ``source()``'s host batches, 4
+        ahead."""
         ready: queue.Queue = queue.Queue(maxsize=4)  # the Loader's prefetch
         stop = threading.Event()
 
@@ -238,7 +242,7 @@ def main() -> int:
             batches = source()
             try:
                 for host in batches:
-                    if not hand_over(to_device(host, sharding, 1)):
+                    if not hand_over(place(host)):
                         return
                 # The step loop would otherwise wait forever for a batch that never comes.
                 hand_over(RuntimeError("the bare feeder's source ended before the run did"))
@@ -256,7 +260,7 @@ def main() -> int:
         feeder = threading.Thread(target=feed, daemon=True)
         feeder.start()
         try:
-            return step_seconds(next_placed)
+            return step_seconds(next_placed, step)
         finally:
             stop.set()
             feeder.join()  # never leave a thread inside JAX at exit
@@ -272,40 +276,8 @@ def main() -> int:
         np.testing.assert_array_equal(np.asarray(value), first[key], err_msg=key)
     packed_step(params0, packed_constant)[1].block_until_ready()  # compile
 
-    def packed_step_seconds(next_packed):
-        p, loss = packed_step(params0, next_packed())
-        loss.block_until_ready()
-        t0, queued = time.perf_counter(), InFlight()
-        for _ in range(args.steps):
-            p, loss = packed_step(p, next_packed())
-            queued.add(loss)
-        loss.block_until_ready()
-        return (time.perf_counter() - t0) / args.steps
-
-    def run_packed_bare_feeder():
-        """The bare feeder of ``in_memory``'s batches, each packed and placed as one array."""
-        ready: queue.Queue = queue.Queue(maxsize=4)
-        stop = threading.Event()
-
-        def feed():
-            for host in in_memory():
-                placed = to_device({"packed": pack_rows(host)[0]}, sharding, 1)["packed"]
-                while not stop.is_set():
-                    try:
-                        ready.put(placed, timeout=0.1)
-                        break
-                    except queue.Full:
-                        pass
-                if stop.is_set():
-                    return
-
-        feeder = threading.Thread(target=feed, daemon=True)
-        feeder.start()
-        try:
-            return packed_step_seconds(ready.get)
-        finally:
-            stop.set()
-            feeder.join()
+    def place_packed(host):
+        return to_device({"packed": pack_rows(host)[0]}, sharding, 1)["packed"]
 
     const_t, load_t, bare_t, split_t, waits = [], [], [], [], []
     packed_const_t, packed_bare_t = [], []
@@ -316,8 +288,8 @@ def main() -> int:
         waits.append(w)
         bare_t.append(run_bare_feeder(in_memory))
         split_t.append(run_bare_feeder(numpy_loader))
-        packed_const_t.append(packed_step_seconds(lambda: packed_constant))
-        packed_bare_t.append(run_packed_bare_feeder())
+        packed_const_t.append(step_seconds(lambda: packed_constant, packed_step))
+        packed_bare_t.append(run_bare_feeder(in_memory, place_packed, packed_step))
         # Each round as it ends, so a run stopped early (a lease ending) still says something.
         print(
             f"round {i + 1}: step ms constant {const_t[-1] * 1e3:.3f}, Loader {t * 1e3:.3f}, "

@@ -107,10 +107,10 @@ else
     sizes=(--records 100000 --steps 300 --repeats 5 --memory-epochs 3)
     packed=(--batch-size 64 --seq-len 512 --width 256 --steps 300 --documents 20000)
 fi
-feed="bench_device_feed.py ${sizes[*]} --data-dir $data --json"
+feed=(bench_device_feed.py "${sizes[@]}" --data-dir "$data" --json)
 for round in 1 2; do
     for b in "${builds[@]}"; do
-        step 150 "device feed, 2 threads, round $round" "$b" python3 $feed --threads 2
+        step 150 "device feed, 2 threads, round $round" "$b" python3 "${feed[@]}" --threads 2
     done
 done
 step 60 "bench_put" "$main" python3 bench_put.py
@@ -118,7 +118,7 @@ for b in "${builds[@]}"; do
     step 120 "pretrain_packed ${packed[*]:0:4}" "$b" python3 "$repo/examples/pretrain_packed.py" \
         "${packed[@]}" --workdir "/tmp/packed-${packed[9]}"
 done
-step 150 "bench_transfer, 2 threads" "$main" python3 bench_transfer.py --threads 2 --records ${sizes[1]} --data-dir $data
-step 150 "device feed, 8 threads" "$main" python3 $feed --threads 8
+step 150 "bench_transfer, 2 threads" "$main" python3 bench_transfer.py --threads 2 --records "${sizes[1]}" --data-dir "$data"
+step 150 "device feed, 8 threads" "$main" python3 "${feed[@]}" --threads 8
 step 120 "demo" "$main" python3 -m jaxrec.demo
 say "done"
