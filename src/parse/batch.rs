@@ -818,6 +818,218 @@ mod tests {
         }
     }
 
+    /// Entries read by their shape (`scan::Shape`) parse as the general reader parses them.
+    /// Batches of records that list the same features in the same order (as writers do):
+    /// scalars of every varint width (negative ones are 10 bytes) and random float bits, keys
+    /// of 1 byte to past the shape's 32-byte span, a bytes scalar, a VarLen list and an
+    /// unrequested feature of varying lengths; in some records bytes changed to framing bytes,
+    /// neighbours or noise, or the record cut short. Each batch parsed with shapes and without
+    /// (by the direct and the two-pass parser) gives the same arrays or the same error.
+    #[test]
+    fn entries_read_by_shape_parse_as_the_general_reader_does() {
+        use crate::parse::scan::tests::{NO_SHAPES, SHAPE_READS};
+        let mut rng = crate::parse::oracle_tests::Rng(0x9e37_79b9_7f4a_7c15);
+        let mut features = Vec::new();
+        // (name, list kind: 2 float, 3 int64; narrow: values an int32 holds, but for 1 in 500)
+        let mut scalars: Vec<(String, u8, bool)> = Vec::new();
+        for len in [1usize, 2, 5, 21, 22, 23, 26, 40] {
+            for (c, dtype) in [
+                ('f', OutDType::F32),
+                ('i', OutDType::I64),
+                ('n', OutDType::I32),
+            ] {
+                let name: String = std::iter::once(c)
+                    .chain(std::iter::repeat_n('k', len - 1))
+                    .collect();
+                let mut cfg = config(dtype, Kind::Fixed, 1, None);
+                cfg.name = name.clone();
+                if c == 'n' {
+                    cfg.defaults = Defaults::Int(vec![-1]);
+                }
+                scalars.push((name, if c == 'f' { 2 } else { 3 }, c == 'n'));
+                features.push(cfg);
+            }
+        }
+        let mut bytes = config(OutDType::Bytes, Kind::Fixed, 1, None);
+        bytes.name = "b".into();
+        bytes.defaults = Defaults::Bytes(vec![b"none".to_vec()]);
+        let mut list = config(OutDType::I64, Kind::Var, 1, None);
+        list.name = "v".into();
+        features.extend([bytes, list]);
+        let spec = CompiledSpec::new(features).unwrap();
+        assert!(spec.mostly_direct());
+        let value = |rng: &mut crate::parse::oracle_tests::Rng, kind: u8, narrow: bool| {
+            let mut block = Vec::new();
+            if kind == 2 {
+                block.extend_from_slice(&(rng.next() as u32).to_le_bytes());
+            } else if narrow && rng.next() % 500 != 0 {
+                write_varint(&mut block, (rng.next() % 2000) as i64 as u64 - 1000);
+            } else {
+                write_varint(&mut block, rng.next() >> (rng.next() % 65).min(63));
+            }
+            let mut out = Vec::new();
+            field(&mut out, 0x0a, &block);
+            out
+        };
+        let (mut shaped, mut errors) = (0u64, 0);
+        for case in 0..600 {
+            let records: Vec<Vec<u8>> = (0..2 + rng.next() % 7)
+                .map(|_| {
+                    let mut entries: Vec<(&str, Vec<u8>)> = Vec::new();
+                    for (name, kind, narrow) in &scalars {
+                        entries.push((name, feature(*kind, &value(&mut rng, *kind, *narrow))));
+                    }
+                    let text = vec![b'x'; (rng.next() % 40) as usize];
+                    let mut bl = Vec::new();
+                    field(&mut bl, 0x0a, &text);
+                    entries.push(("b", feature(1, &bl)));
+                    let mut ints = Vec::new();
+                    for _ in 0..rng.next() % 5 {
+                        write_varint(&mut ints, rng.next() % 300);
+                    }
+                    let mut il = Vec::new();
+                    field(&mut il, 0x0a, &ints);
+                    entries.push(("v", feature(3, &il)));
+                    entries.push(("unrequested", feature(3, &value(&mut rng, 3, false))));
+                    let mut rec = example(&entries);
+                    if case % 2 != 0 && rng.next() % 4 == 0 {
+                        for _ in 0..1 + rng.next() % 3 {
+                            let at = (rng.next() as usize) % rec.len();
+                            rec[at] = match rng.next() % 6 {
+                                0 => 0x0a,
+                                1 => 0x12,
+                                2 => 0x1a,
+                                3 => rec[at].wrapping_add(1),
+                                4 => rec[at].wrapping_sub(1),
+                                _ => rng.next() as u8,
+                            };
+                        }
+                    }
+                    if case % 2 != 0 && rng.next() % 16 == 0 {
+                        let keep = (rng.next() as usize) % rec.len();
+                        rec.truncate(keep);
+                    }
+                    rec
+                })
+                .collect();
+            let slices: Vec<&[u8]> = records.iter().map(Vec::as_slice).collect();
+            let parse = |no_shapes: bool| {
+                NO_SHAPES.set(no_shapes);
+                let out = (
+                    format!("{:?}", parse_examples(&slices, &spec)),
+                    format!("{:?}", parse_examples_two_pass(&slices, &spec)),
+                );
+                NO_SHAPES.set(false);
+                out
+            };
+            let reference = parse(true);
+            let before = SHAPE_READS.get();
+            let got = parse(false);
+            shaped += SHAPE_READS.get() - before;
+            assert_eq!(got, reference, "case {case}: {records:?}");
+            errors += usize::from(reference.0.starts_with("Err"));
+        }
+        assert!(
+            shaped > 40_000 && (100..400).contains(&errors),
+            "{shaped} shape reads, {errors} errors"
+        );
+    }
+
+    /// Every one-byte change of a record whose entries have the shapes of the record before it
+    /// (a float, int64 values of each varint width 1 to 10, one under a key at the edge of the
+    /// shape's span, a bytes scalar, a list, an unrequested feature) parses with shapes as the
+    /// general reader parses it: a shape accepts exactly the entries that read as its key's
+    /// usual form, whichever byte of the framing, the key or the value is changed.
+    #[test]
+    fn a_changed_byte_reads_with_shapes_as_without() {
+        use crate::parse::scan::tests::{NO_SHAPES, SHAPE_READS};
+        let long = "k".repeat(22);
+        let spec = {
+            let mut features = Vec::new();
+            for (name, dtype) in [
+                ("f", OutDType::F32),
+                ("i", OutDType::I64),
+                (&long, OutDType::I64),
+            ] {
+                let mut cfg = config(dtype, Kind::Fixed, 1, None);
+                cfg.name = name.to_string();
+                features.push(cfg);
+            }
+            let mut narrow = config(OutDType::I32, Kind::Fixed, 1, None);
+            narrow.name = "n".into();
+            narrow.defaults = Defaults::Int(vec![-1]);
+            let mut bytes = config(OutDType::Bytes, Kind::Fixed, 1, None);
+            bytes.name = "b".into();
+            bytes.defaults = Defaults::Bytes(vec![b"none".to_vec()]);
+            features.extend([narrow, bytes]);
+            CompiledSpec::new(features).unwrap()
+        };
+        assert!(spec.mostly_direct());
+        let packed = |block: &[u8]| {
+            let mut out = Vec::new();
+            field(&mut out, 0x0a, block);
+            out
+        };
+        let (mut batches, mut shaped) = (0, 0);
+        for width in 1..=10u32 {
+            // The smallest value of `width` varint bytes, and one more.
+            let value = if width == 1 {
+                5
+            } else {
+                1u64 << (7 * (width - 1))
+            };
+            let (mut a, mut b) = (Vec::new(), Vec::new());
+            write_varint(&mut a, value);
+            write_varint(&mut b, value + 1);
+            let record = example(&[
+                ("f", feature(2, &packed(&1.5f32.to_le_bytes()))),
+                ("i", feature(3, &packed(&a))),
+                (&long, feature(3, &packed(&b))),
+                ("n", feature(3, &packed(&[0x07]))),
+                ("b", feature(1, &packed(b"hello"))),
+                ("unrequested", feature(1, &packed(&[b'u'; 40]))),
+            ]);
+            for at in 0..record.len() {
+                let was = record[at];
+                let mut changes = vec![
+                    0x00, 0x01, 0x04, 0x06, 0x08, 0x0a, 0x12, 0x1a, 0x7f, 0x80, 0xff,
+                ];
+                changes.extend(
+                    [1u8, 2]
+                        .iter()
+                        .flat_map(|d| [was.wrapping_add(*d), was.wrapping_sub(*d)]),
+                );
+                for to in changes.into_iter().filter(|&to| to != was) {
+                    let mut changed = record.clone();
+                    changed[at] = to;
+                    let slices: [&[u8]; 3] = [&record, &changed, &record];
+                    let parse = |no_shapes: bool| {
+                        NO_SHAPES.set(no_shapes);
+                        let out = (
+                            format!("{:?}", parse_examples(&slices, &spec)),
+                            format!("{:?}", parse_examples_two_pass(&slices, &spec)),
+                        );
+                        NO_SHAPES.set(false);
+                        out
+                    };
+                    let reference = parse(true);
+                    let before = SHAPE_READS.get();
+                    assert_eq!(
+                        parse(false),
+                        reference,
+                        "width {width}, byte {at} {was:#x} -> {to:#x}"
+                    );
+                    shaped += SHAPE_READS.get() - before;
+                    batches += 1;
+                }
+            }
+        }
+        assert!(
+            batches > 10_000 && shaped > 10 * batches,
+            "{batches} batches, {shaped} shape reads"
+        );
+    }
+
     /// Pass 1's decoding of direct features gives what the two-pass parser gives, values or
     /// error, on batches of usual records (where it must not fall back) and of records with
     /// odd, duplicated, missing and foreign features (where it falls back or agrees).

@@ -220,26 +220,7 @@ impl<'a, T: IntOut> Decode<'a, T> for Int64Decoder {
             [0x1a, l1, 0x0a, l2, ref v @ ..]
                 if usize::from(l1) == v.len() + 2 && usize::from(l2) == v.len() =>
             {
-                let width = v.len();
-                let value = if (4..=8).contains(&width) {
-                    // Hashed ids and the like: 4- to 8-byte varints, the feature's last bytes.
-                    // One load of the last 8 and a check of every byte's continuation bit, not
-                    // a loop over the bytes: the width is known from the length.
-                    let tail = feature.get(feature.len() - 8..)?;
-                    let w = u64::from_le_bytes(tail.try_into().ok()?) >> (8 * (8 - width));
-                    let high = 0x8080_8080_8080_8080u64 >> (8 * (8 - width));
-                    if w & high != high >> 8 {
-                        return None; // a varint ending early or late: the general path's
-                    }
-                    varint_value(w, width)
-                } else {
-                    let mut p = 0;
-                    let value = read_varint(v, &mut p)?;
-                    if p != v.len() {
-                        return None;
-                    }
-                    value
-                };
+                let value = varint_at_end(feature, v.len())?;
                 T::from_i64(value as i64)
             }
             _ => None,
@@ -334,6 +315,31 @@ fn load8(block: &[u8], at: usize) -> u64 {
             b[..rest.len()].copy_from_slice(rest);
             u64::from_le_bytes(b)
         }
+    }
+}
+
+/// The value of the varint that is the last `width` bytes of `bytes`, exactly (`None` for
+/// bytes that end a varint early or late, or hold none): a one-value int64 list's value.
+///
+/// Hashed ids and the like are 4- to 8-byte varints: for those (with at least 8 bytes in
+/// `bytes`) one load of the last 8 and a check of every byte's continuation bit, not a loop
+/// over the bytes, since the width is known from the list's length.
+#[inline(always)]
+pub(super) fn varint_at_end(bytes: &[u8], width: usize) -> Option<u64> {
+    let start = bytes.len().checked_sub(width)?;
+    if (4..=8).contains(&width) && bytes.len() >= 8 {
+        let tail = &bytes[bytes.len() - 8..];
+        let w = u64::from_le_bytes(tail.try_into().ok()?) >> (8 * (8 - width));
+        let high = 0x8080_8080_8080_8080u64 >> (8 * (8 - width));
+        if w & high != high >> 8 {
+            return None; // a varint ending early or late: the general path's
+        }
+        Some(varint_value(w, width))
+    } else {
+        let v = &bytes[start..];
+        let mut p = 0;
+        let value = read_varint(v, &mut p)?;
+        (p == v.len()).then_some(value)
     }
 }
 

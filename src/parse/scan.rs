@@ -11,9 +11,9 @@
 //! `Feature`, or `FeatureList`, message) remembered in its slot; unrequested features are
 //! skipped without decoding.
 
-use super::lists::direct_raw;
+use super::lists::{direct_raw, varint_at_end};
 use super::spec::{CompiledSpec, Direct, Kind};
-use crate::wire::{self, read_key, read_len_delimited, skip_value};
+use crate::wire::{self, read_key, read_len_delimited, skip_value, Wire};
 
 /// What pass 1 found for one feature in one record: its message bytes, borrowed from the record.
 pub(crate) type Found<'a> = Option<&'a [u8]>;
@@ -97,13 +97,21 @@ impl DirectRow<'_> {
 
     #[inline(always)]
     fn take(&mut self, d: Direct, feature: &[u8]) {
-        let bit = 1u64 << d.index;
         match direct_raw(d.wire, feature) {
-            Some(v) if self.seen & bit == 0 => {
-                self.values[usize::from(d.index)] = v;
-                self.seen |= bit;
-            }
-            _ => self.unusual = true,
+            Some(v) => self.put(d, v),
+            None => self.unusual = true,
+        }
+    }
+
+    /// Keeps `raw` ([`direct_raw`]'s form) as the record's value of `d`, the first time only.
+    #[inline(always)]
+    fn put(&mut self, d: Direct, raw: u64) {
+        let bit = 1u64 << d.index;
+        if self.seen & bit == 0 {
+            self.values[usize::from(d.index)] = raw;
+            self.seen |= bit;
+        } else {
+            self.unusual = true;
         }
     }
 }
@@ -131,25 +139,50 @@ fn scan_map<'a>(
     let mut pos = 0;
     let mut entry_index = 0;
     while pos < map.len() {
-        let (key, value) = match short_entry(map, pos) {
-            Some((key, value, end)) => {
+        // An entry with the shape of the entry at its position in the previous record is read
+        // without its key being looked up (see `Shape`).
+        let mut shaped = None;
+        if let Some((slot, read, end)) = keys.same_shape(entry_index, map, pos) {
+            match (read, direct.as_deref_mut()) {
+                (Read::Direct(d, raw), Some(row)) => {
+                    row.put(d, raw);
+                    pos = end;
+                    entry_index += 1;
+                    continue;
+                }
+                (Read::Value(value), _) => shaped = Some((slot, value, end)),
+                // Shapes of direct features are learned by scans with a table only; without
+                // one, the general reader reads the entry.
+                (Read::Direct(..), None) => {}
+            }
+        }
+        let (slot, value) = match shaped {
+            Some((slot, value, end)) => {
                 pos = end;
-                (key, value)
+                (slot, value)
             }
             None => {
-                match read_key(map, &mut pos) {
-                    Some((1, wire::LEN)) => {}
-                    _ => return Err(what),
-                }
-                let entry =
-                    read_len_delimited(map, &mut pos).ok_or("map entry overruns the record")?;
-                match usual_entry(entry) {
-                    Some(kv) => kv,
-                    None => any_entry(entry)?,
-                }
+                let (key, value) = match short_entry(map, pos) {
+                    Some((key, value, end)) => {
+                        pos = end;
+                        (key, value)
+                    }
+                    None => {
+                        match read_key(map, &mut pos) {
+                            Some((1, wire::LEN)) => {}
+                            _ => return Err(what),
+                        }
+                        let entry = read_len_delimited(map, &mut pos)
+                            .ok_or("map entry overruns the record")?;
+                        match usual_entry(entry) {
+                            Some(kv) => kv,
+                            None => any_entry(entry)?,
+                        }
+                    }
+                };
+                (keys.slot(entry_index, key, spec, direct.is_some()), value)
             }
         };
-        let slot = keys.slot(entry_index, key, spec);
         entry_index += 1;
         if let Some(slot) = slot {
             // Without a direct table (SequenceExamples, specs of few scalars) the spec's
@@ -235,30 +268,192 @@ fn any_entry(entry: &[u8]) -> std::result::Result<(&[u8], &[u8]), &'static str> 
     Ok((key, value))
 }
 
-/// The slot each map entry of the previous record resolved to, by entry position.
+/// The slot each map entry of the previous record resolved to, by entry position, and the
+/// [`Shape`] of the entry there.
 ///
 /// Records of a dataset nearly always list their features in the same order (writers serialise
-/// maps deterministically), so comparing an entry's key with the key at the same position in
-/// the previous record answers the lookup without hashing; only a miss goes to the hash table.
+/// maps deterministically), so an entry with the shape of the entry at the same position in the
+/// previous record is read in one masked compare, without its key being looked up; else its
+/// key compared with the key at that position answers the lookup without hashing; only a miss
+/// goes to the hash table.
 #[derive(Default)]
 pub(super) struct KeyCache<'a> {
-    by_position: Vec<(&'a [u8], Option<usize>)>,
+    by_position: Vec<Cached<'a>>,
+}
+
+struct Cached<'a> {
+    key: &'a [u8],
+    slot: Option<usize>,
+    shape: Option<Shape>,
 }
 
 impl<'a> KeyCache<'a> {
+    /// The slot of `key`, the key of the map's entry number `position`; `direct`: the scan
+    /// decodes the spec's [`Direct`] features on the spot (the shapes learned then read them).
     #[inline]
-    fn slot(&mut self, position: usize, key: &'a [u8], spec: &CompiledSpec) -> Option<usize> {
-        if let Some(&(seen, slot)) = self.by_position.get(position) {
-            if same_key(seen, key) {
-                return slot;
+    fn slot(
+        &mut self,
+        position: usize,
+        key: &'a [u8],
+        spec: &CompiledSpec,
+        direct: bool,
+    ) -> Option<usize> {
+        if let Some(seen) = self.by_position.get(position) {
+            if same_key(seen.key, key) {
+                return seen.slot;
             }
         }
         let slot = spec.slot(key);
+        let cached = Cached {
+            key,
+            slot,
+            shape: Shape::of(key, slot.and_then(|s| spec.direct(s)).filter(|_| direct)),
+        };
         match self.by_position.get_mut(position) {
-            Some(entry) => *entry = (key, slot),
-            None => self.by_position.push((key, slot)),
+            Some(entry) => *entry = cached,
+            None => self.by_position.push(cached),
         }
         slot
+    }
+
+    /// The slot, what was read and the end of the map entry at `map[pos..]` when it has the
+    /// [`Shape`] of the entry at the same position in the previous record.
+    #[inline(always)]
+    fn same_shape(
+        &self,
+        position: usize,
+        map: &'a [u8],
+        pos: usize,
+    ) -> Option<(Option<usize>, Read<'a>, usize)> {
+        let cached = self.by_position.get(position)?;
+        let (read, end) = cached.shape.as_ref()?.read(map, pos)?;
+        Some((cached.slot, read, end))
+    }
+}
+
+/// What a [`Shape`] read of an entry: its value (the `Feature`'s bytes), or for a [`Direct`]
+/// feature its value decoded ([`direct_raw`]'s form).
+enum Read<'a> {
+    Value(&'a [u8]),
+    Direct(Direct, u64),
+}
+
+/// The bytes that every map entry of one key has in the short form ([`short_entry`]),
+/// `0a E 0a K key 12 V value`: all but the lengths E and V and the value. For a [`Direct`]
+/// feature the value's usual form is in it too: a float's `12 06 0a 04 f32` (E and V then
+/// fixed as well), an int64's `1a G 0a H varint` (all but G and H, which E and V follow).
+///
+/// One masked compare of an entry's first [`Shape::SPAN`] bytes then tells that it is an entry
+/// of that key in that form, where the general reader checks each byte in turn and looks the
+/// key up: on tabular data (40 scalars a record) that was most of the parse.
+#[derive(Clone, Copy)]
+struct Shape {
+    bytes: [u64; 4],
+    mask: [u64; 4],
+    key_len: u8,
+    direct: Option<Direct>,
+}
+
+impl Shape {
+    /// Bytes compared at once: keys of up to `SPAN - 10` bytes have a shape.
+    const SPAN: usize = 32;
+
+    /// The shape of `key`'s entries, with `direct` those of that direct feature's usual form;
+    /// `None` for a key too long.
+    fn of(key: &[u8], direct: Option<Direct>) -> Option<Shape> {
+        let k = key.len();
+        #[cfg(test)]
+        if tests::NO_SHAPES.get() {
+            return None;
+        }
+        if k + 10 > Self::SPAN {
+            return None;
+        }
+        let (mut bytes, mut mask) = ([0u8; Self::SPAN], [0u8; Self::SPAN]);
+        bytes[..4].copy_from_slice(&[0x0a, 0, 0x0a, k as u8]);
+        bytes[4..4 + k].copy_from_slice(key);
+        bytes[4 + k] = 0x12;
+        mask[0] = 0xff;
+        mask[2..5 + k].fill(0xff);
+        match direct.map(|d| d.wire) {
+            Some(Wire::Float) => {
+                // 0a E 0a K key 12 08 12 06 0a 04 f32: E = K + 12.
+                bytes[1] = (k + 12) as u8;
+                bytes[5 + k..10 + k].copy_from_slice(&[0x08, 0x12, 0x06, 0x0a, 0x04]);
+                mask[1] = 0xff;
+                mask[5 + k..10 + k].fill(0xff);
+            }
+            Some(Wire::Int64) => {
+                // 0a E 0a K key 12 V 1a G 0a H varint: all but E, V, G and H.
+                bytes[6 + k] = 0x1a;
+                bytes[8 + k] = 0x0a;
+                mask[6 + k] = 0xff;
+                mask[8 + k] = 0xff;
+            }
+            Some(Wire::Bytes) | None => {}
+        }
+        let words = |b: [u8; Self::SPAN]| {
+            std::array::from_fn(|i| u64::from_le_bytes(b[8 * i..8 * i + 8].try_into().unwrap()))
+        };
+        Some(Shape {
+            bytes: words(bytes),
+            mask: words(mask),
+            key_len: k as u8,
+            direct: direct.filter(|d| d.wire != Wire::Bytes),
+        })
+    }
+
+    /// What the entry at `map[pos..]` holds, and its end, if it has this shape: the value
+    /// [`short_entry`] reads there, or what [`direct_raw`] decodes from it. `None` also for an
+    /// entry within `SPAN` bytes of the map's end (the general reader reads those).
+    #[inline(always)]
+    fn read<'a>(&self, map: &'a [u8], pos: usize) -> Option<(Read<'a>, usize)> {
+        let head: &[u8; Self::SPAN] = map
+            .get(pos..pos.checked_add(Self::SPAN)?)?
+            .try_into()
+            .ok()?;
+        let mut diff = 0;
+        for i in 0..4 {
+            let word = u64::from_le_bytes(head[8 * i..8 * i + 8].try_into().unwrap());
+            diff |= (word ^ self.bytes[i]) & self.mask[i];
+        }
+        if diff != 0 {
+            return None;
+        }
+        let k = usize::from(self.key_len);
+        let Some(d) = self.direct else {
+            let (e, v) = (usize::from(head[1]), usize::from(head[5 + k]));
+            if e >= 0x80 || e != k + 4 + v {
+                return None;
+            }
+            let end = pos + 2 + e;
+            let value = map.get(pos + 6 + k..end)?;
+            #[cfg(test)]
+            tests::SHAPE_READS.set(tests::SHAPE_READS.get() + 1);
+            return Some((Read::Value(value), end));
+        };
+        if d.wire == Wire::Float {
+            let end = pos + k + 14;
+            let value = map.get(pos + k + 10..end)?;
+            let bits = u32::from_le_bytes(value.try_into().ok()?);
+            #[cfg(test)]
+            tests::SHAPE_READS.set(tests::SHAPE_READS.get() + 1);
+            return Some((Read::Direct(d, u64::from(bits)), end));
+        }
+        // An int64's varint of H bytes, 1 to 10: E = K + 8 + H, V = H + 4, G = H + 2.
+        let h = head[9 + k];
+        let lengths_agree = (1..=10).contains(&h)
+            && head[1] == k as u8 + 8 + h
+            && head[5 + k] == h + 4
+            && head[7 + k] == h + 2;
+        if !lengths_agree {
+            return None;
+        }
+        let end = pos + k + 10 + usize::from(h);
+        let value = varint_at_end(map.get(pos..end)?, usize::from(h))?;
+        #[cfg(test)]
+        tests::SHAPE_READS.set(tests::SHAPE_READS.get() + 1);
+        Some((Read::Direct(d, value), end))
     }
 }
 
@@ -325,8 +520,18 @@ pub(super) fn scan_record<'a>(
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::{any_entry, same_key, short_entry, usual_entry};
+
+    thread_local! {
+        /// Set, scans on this thread learn no [`Shape`](super::Shape): every entry is read by
+        /// the general reader (the reference the shapes are tested against).
+        pub(in crate::parse) static NO_SHAPES: std::cell::Cell<bool> =
+            const { std::cell::Cell::new(false) };
+        /// Entries read by their shape on this thread.
+        pub(in crate::parse) static SHAPE_READS: std::cell::Cell<u64> =
+            const { std::cell::Cell::new(0) };
+    }
 
     /// Where the fast form applies it reads what the general reader reads, on every entry of up
     /// to 6 bytes and on entries built around every key and value length's edge.
