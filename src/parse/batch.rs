@@ -818,6 +818,29 @@ mod tests {
         }
     }
 
+    /// `records` parsed by the direct and the two-pass parser, with entries read by their
+    /// shape (`scan::Shape`) and without (the general reader alone), as Debug text:
+    /// `(with, without, entries read by shape)`.
+    fn with_and_without_shapes(
+        records: &[&[u8]],
+        spec: &CompiledSpec,
+    ) -> ((String, String), (String, String), u64) {
+        use crate::parse::scan::tests::{NO_SHAPES, SHAPE_READS};
+        let parse = |no_shapes: bool| {
+            NO_SHAPES.set(no_shapes);
+            let out = (
+                format!("{:?}", parse_examples(records, spec)),
+                format!("{:?}", parse_examples_two_pass(records, spec)),
+            );
+            NO_SHAPES.set(false);
+            out
+        };
+        let without = parse(true);
+        let before = SHAPE_READS.get();
+        let with = parse(false);
+        (with, without, SHAPE_READS.get() - before)
+    }
+
     /// Entries read by their shape (`scan::Shape`) parse as the general reader parses them.
     /// Batches of records that list the same features in the same order (as writers do):
     /// scalars of every varint width (negative ones are 10 bytes) and random float bits, keys
@@ -827,7 +850,6 @@ mod tests {
     /// (by the direct and the two-pass parser) gives the same arrays or the same error.
     #[test]
     fn entries_read_by_shape_parse_as_the_general_reader_does() {
-        use crate::parse::scan::tests::{NO_SHAPES, SHAPE_READS};
         let mut rng = crate::parse::oracle_tests::Rng(0x9e37_79b9_7f4a_7c15);
         let mut features = Vec::new();
         // (name, list kind: 2 float, 3 int64; narrow: values an int32 holds, but for 1 in 500)
@@ -913,19 +935,8 @@ mod tests {
                 })
                 .collect();
             let slices: Vec<&[u8]> = records.iter().map(Vec::as_slice).collect();
-            let parse = |no_shapes: bool| {
-                NO_SHAPES.set(no_shapes);
-                let out = (
-                    format!("{:?}", parse_examples(&slices, &spec)),
-                    format!("{:?}", parse_examples_two_pass(&slices, &spec)),
-                );
-                NO_SHAPES.set(false);
-                out
-            };
-            let reference = parse(true);
-            let before = SHAPE_READS.get();
-            let got = parse(false);
-            shaped += SHAPE_READS.get() - before;
+            let (got, reference, reads) = with_and_without_shapes(&slices, &spec);
+            shaped += reads;
             assert_eq!(got, reference, "case {case}: {records:?}");
             errors += usize::from(reference.0.starts_with("Err"));
         }
@@ -942,7 +953,6 @@ mod tests {
     /// usual form, whichever byte of the framing, the key or the value is changed.
     #[test]
     fn a_changed_byte_reads_with_shapes_as_without() {
-        use crate::parse::scan::tests::{NO_SHAPES, SHAPE_READS};
         let long = "k".repeat(22);
         let spec = {
             let mut features = Vec::new();
@@ -1003,23 +1013,10 @@ mod tests {
                     let mut changed = record.clone();
                     changed[at] = to;
                     let slices: [&[u8]; 3] = [&record, &changed, &record];
-                    let parse = |no_shapes: bool| {
-                        NO_SHAPES.set(no_shapes);
-                        let out = (
-                            format!("{:?}", parse_examples(&slices, &spec)),
-                            format!("{:?}", parse_examples_two_pass(&slices, &spec)),
-                        );
-                        NO_SHAPES.set(false);
-                        out
-                    };
-                    let reference = parse(true);
-                    let before = SHAPE_READS.get();
-                    assert_eq!(
-                        parse(false),
-                        reference,
-                        "width {width}, byte {at} {was:#x} -> {to:#x}"
-                    );
-                    shaped += SHAPE_READS.get() - before;
+                    let (got, reference, reads) = with_and_without_shapes(&slices, &spec);
+                    let what = format!("width {width}, byte {at} {was:#x} -> {to:#x}");
+                    assert_eq!(got, reference, "{what}");
+                    shaped += reads;
                     batches += 1;
                 }
             }

@@ -281,6 +281,8 @@ pub(super) struct KeyCache<'a> {
     by_position: Vec<Cached<'a>>,
 }
 
+/// What the entry at one position of the previous record was: its key, the key's slot (`None`:
+/// not requested) and the key's [`Shape`] (`None` for a key too long to have one).
 struct Cached<'a> {
     key: &'a [u8],
     slot: Option<usize>,
