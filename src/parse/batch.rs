@@ -885,7 +885,7 @@ mod tests {
             if kind == 2 {
                 block.extend_from_slice(&(rng.next() as u32).to_le_bytes());
             } else if narrow && rng.next() % 500 != 0 {
-                write_varint(&mut block, (rng.next() % 2000) as i64 as u64 - 1000);
+                write_varint(&mut block, ((rng.next() % 2000) as i64 - 1000) as u64);
             } else {
                 write_varint(&mut block, rng.next() >> (rng.next() % 65).min(63));
             }
