@@ -212,6 +212,8 @@ struct FromDirect<'t, 'a> {
     cfg: &'a FeatureConfig,
     table: &'t DirectTable,
     index: usize,
+    /// Whether every row held it (no default to put in).
+    held_by_all: bool,
 }
 
 impl<'a> ColumnBuilder<'a> for FromDirect<'_, 'a> {
@@ -223,6 +225,17 @@ impl<'a> ColumnBuilder<'a> for FromDirect<'_, 'a> {
     ) -> Result<Option<Column<'a>>> {
         let rows = self.table.rows();
         let mut out: Vec<T> = Ctx { cfg: self.cfg }.alloc(rows, 1, T::zero())?;
+        if self.held_by_all {
+            // One straight loop over the column, without a branch on each row's presence.
+            let mut fits = true;
+            for (o, &raw) in out.iter_mut().zip(self.table.column(self.index)) {
+                match D::from_raw(raw) {
+                    Some(v) => *o = v,
+                    None => fits = false,
+                }
+            }
+            return Ok(fits.then(|| parsed(out, wrap, vec![rows, 1])));
+        }
         let default = match defaults[..] {
             [x] => Some(x),
             _ => None,
@@ -302,6 +315,7 @@ fn parse_examples_direct<'a>(
         return Ok(None);
     }
     let mut context = Vec::with_capacity(spec.len());
+    let held_by_all = table.held_by_all();
     for f in 0..spec.len() {
         let column = match spec.direct(f) {
             Some(d) => {
@@ -313,6 +327,7 @@ fn parse_examples_direct<'a>(
                         cfg,
                         table: &table,
                         index,
+                        held_by_all: held_by_all & (1 << index) != 0,
                     },
                 )? {
                     Some(column) => column,

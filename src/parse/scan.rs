@@ -34,9 +34,9 @@ impl<'a> FoundRow<'_, 'a> {
     }
 }
 
-/// Pass 1's table of the batch's direct values (see [`Direct`]): row-major, one value per
-/// direct feature a row (`Direct::index`), so that a record's values are stored side by side
-/// as its scan finds them; and per row, which of them the record held.
+/// Pass 1's table of the batch's direct values (see [`Direct`]): column-major, one column of
+/// values per direct feature (`Direct::index`), so that each feature's column is built from
+/// contiguous values; and per row, which of them the record held.
 pub(super) struct DirectTable {
     values: Vec<u64>,
     seen: Vec<u64>,
@@ -56,7 +56,9 @@ impl DirectTable {
     /// Row `row`, for its record's scan (then [`DirectRow::commit`]).
     pub fn row(&mut self, row: usize) -> DirectRow<'_> {
         DirectRow {
-            values: &mut self.values[row * self.width..(row + 1) * self.width],
+            values: &mut self.values,
+            row,
+            rows: self.seen.len(),
             seen_in_table: &mut self.seen[row],
             seen: 0,
             unusual: false,
@@ -67,7 +69,22 @@ impl DirectTable {
     #[inline(always)]
     pub fn get(&self, row: usize, index: usize) -> Option<u64> {
         let held = self.seen[row] & (1u64 << index) != 0;
-        held.then(|| self.values[row * self.width + index])
+        held.then(|| self.values[index * self.rows() + row])
+    }
+
+    /// Direct feature `index` of every row: meaningful in the rows that held it.
+    pub fn column(&self, index: usize) -> &[u64] {
+        &self.values[index * self.rows()..(index + 1) * self.rows()]
+    }
+
+    /// Bit `index` set when every row held direct feature `index`.
+    pub fn held_by_all(&self) -> u64 {
+        let all = if self.width == 64 {
+            u64::MAX
+        } else {
+            (1u64 << self.width) - 1
+        };
+        self.seen.iter().fold(all, |a, &s| a & s)
     }
 
     /// Rows in the table.
@@ -79,7 +96,10 @@ impl DirectTable {
 /// One record's row of a [`DirectTable`]. Its seen bits are kept here while the record is
 /// scanned (a register, not a store per feature) and go back to the table once it is.
 pub(super) struct DirectRow<'t> {
+    /// The whole table's values, of which this row's are `values[index * rows + row]`.
     values: &'t mut [u64],
+    row: usize,
+    rows: usize,
     seen_in_table: &'t mut u64,
     /// Bit `index` is set when the record held direct feature `index`.
     seen: u64,
@@ -108,7 +128,7 @@ impl DirectRow<'_> {
     fn put(&mut self, d: Direct, raw: u64) {
         let bit = 1u64 << d.index;
         if self.seen & bit == 0 {
-            self.values[usize::from(d.index)] = raw;
+            self.values[usize::from(d.index) * self.rows + self.row] = raw;
             self.seen |= bit;
         } else {
             self.unusual = true;
