@@ -363,7 +363,8 @@ enum Read<'a> {
 /// The bytes that every map entry of one key has in the short form ([`short_entry`]),
 /// `0a E 0a K key 12 V value`: all but the lengths E and V and the value. For a [`Direct`]
 /// feature the value's usual form is in it too: a float's `12 06 0a 04 f32` (E and V then
-/// fixed as well), an int64's `1a G 0a H varint` (all but G and H, which E and V follow).
+/// fixed as well), an int64's `1a G 0a H varint` (all but the lengths E, V, G and H, which
+/// must agree with the varint's width H).
 ///
 /// One masked compare of an entry's first [`Shape::SPAN`] bytes then tells that it is an entry
 /// of that key in that form, where the general reader checks each byte in turn and looks the
@@ -449,18 +450,13 @@ impl Shape {
                 return None;
             }
             let end = pos + 2 + e;
-            let value = map.get(pos + 6 + k..end)?;
-            #[cfg(test)]
-            tests::SHAPE_READS.set(tests::SHAPE_READS.get() + 1);
-            return Some((Read::Value(value), end));
+            return counted(Read::Value(map.get(pos + 6 + k..end)?), end);
         };
         if d.wire == Wire::Float {
             let end = pos + k + 14;
             let value = map.get(pos + k + 10..end)?;
             let bits = u32::from_le_bytes(value.try_into().ok()?);
-            #[cfg(test)]
-            tests::SHAPE_READS.set(tests::SHAPE_READS.get() + 1);
-            return Some((Read::Direct(d, u64::from(bits)), end));
+            return counted(Read::Direct(d, u64::from(bits)), end);
         }
         // An int64's varint of H bytes, 1 to 10: E = K + 8 + H, V = H + 4, G = H + 2.
         let h = head[9 + k];
@@ -473,10 +469,16 @@ impl Shape {
         }
         let end = pos + k + 10 + usize::from(h);
         let value = varint_at_end(map.get(pos..end)?, usize::from(h))?;
-        #[cfg(test)]
-        tests::SHAPE_READS.set(tests::SHAPE_READS.get() + 1);
-        Some((Read::Direct(d, value), end))
+        counted(Read::Direct(d, value), end)
     }
+}
+
+/// `Some((read, end))`, counted in the tests' [`tests::SHAPE_READS`].
+#[inline(always)]
+fn counted(read: Read<'_>, end: usize) -> Option<(Read<'_>, usize)> {
+    #[cfg(test)]
+    tests::SHAPE_READS.set(tests::SHAPE_READS.get() + 1);
+    Some((read, end))
 }
 
 /// `a == b`, without a call to `memcmp` (or `memcpy`) for the short keys features have
