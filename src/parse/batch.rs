@@ -465,6 +465,23 @@ mod tests {
         f
     }
 
+    /// A list message whose field 1 holds `block` once: one packed block of an int64 or float
+    /// list, or one value of a bytes list.
+    fn list(block: &[u8]) -> Vec<u8> {
+        let mut out = Vec::new();
+        field(&mut out, 0x0a, block);
+        out
+    }
+
+    /// The bytes scalar `b` (default `none`, not decoded in pass 1) that the direct parser's
+    /// tests put beside their scalars.
+    fn bytes_scalar() -> FeatureConfig {
+        let mut cfg = config(OutDType::Bytes, Kind::Fixed, 1, None);
+        cfg.name = "b".into();
+        cfg.defaults = Defaults::Bytes(vec![b"none".to_vec()]);
+        cfg
+    }
+
     /// The values 1, 2, 3, 4 of a float (`float`) or int64 list, in every arrangement of packed
     /// runs and unpacked values protobuf reads as that list.
     fn arrangements(float: bool) -> Vec<Vec<u8>> {
@@ -477,9 +494,7 @@ mod tests {
                     write_varint(&mut block, u64::from(v));
                 }
             }
-            let mut out = Vec::new();
-            field(&mut out, 0x0a, &block);
-            out
+            list(&block)
         };
         let loose = |v: u8| {
             if float {
@@ -602,9 +617,7 @@ mod tests {
         for tail in [&[0x80][..], &[0xff, 0x80], &[0x80, 0x80, 0x80], &[0xff; 10]] {
             let mut block = vec![0x01];
             block.extend_from_slice(tail);
-            let mut list = Vec::new();
-            field(&mut list, 0x0a, &block);
-            let rec = example(&[("x", feature(3, &list))]);
+            let rec = example(&[("x", feature(3, &list(&block)))]);
             for dtype in numeric_dtypes(false).into_iter().chain([OutDType::Bool]) {
                 for (kind, n, max_len) in [
                     (Kind::Fixed, 2, None),
@@ -711,10 +724,8 @@ mod tests {
         }
         let mut block = Vec::new();
         block.resize(1 << 15, 0x01);
-        let mut list = Vec::new();
-        field(&mut list, 0x0a, &block);
         let mut long = Vec::new();
-        field(&mut long, 0x0a, &feature(3, &list));
+        field(&mut long, 0x0a, &feature(3, &list(&block)));
         let seq = |fl: &[u8]| {
             let mut entry = Vec::new();
             field(&mut entry, 0x0a, b"x");
@@ -787,10 +798,7 @@ mod tests {
             }
         }
         if with_bytes {
-            let mut cfg = config(OutDType::Bytes, Kind::Fixed, 1, None);
-            cfg.name = "b".into();
-            cfg.defaults = Defaults::Bytes(vec![b"none".to_vec()]);
-            features.push(cfg);
+            features.push(bytes_scalar());
         }
         (CompiledSpec::new(features).unwrap(), names)
     }
@@ -814,9 +822,7 @@ mod tests {
             } else {
                 write_varint(&mut block, v);
             }
-            let mut list = Vec::new();
-            field(&mut list, 0x0a, &block);
-            list
+            list(&block)
         };
         let kind = if float { 2 } else { 3 };
         if !odd {
@@ -887,12 +893,9 @@ mod tests {
                 features.push(cfg);
             }
         }
-        let mut bytes = config(OutDType::Bytes, Kind::Fixed, 1, None);
-        bytes.name = "b".into();
-        bytes.defaults = Defaults::Bytes(vec![b"none".to_vec()]);
-        let mut list = config(OutDType::I64, Kind::Var, 1, None);
-        list.name = "v".into();
-        features.extend([bytes, list]);
+        let mut ints = config(OutDType::I64, Kind::Var, 1, None);
+        ints.name = "v".into();
+        features.extend([bytes_scalar(), ints]);
         let spec = CompiledSpec::new(features).unwrap();
         assert!(spec.mostly_direct());
         let value = |rng: &mut crate::parse::oracle_tests::Rng, kind: u8, narrow: bool| {
@@ -904,9 +907,7 @@ mod tests {
             } else {
                 write_varint(&mut block, rng.next() >> (rng.next() % 65).min(63));
             }
-            let mut out = Vec::new();
-            field(&mut out, 0x0a, &block);
-            out
+            list(&block)
         };
         let (mut shaped, mut errors) = (0u64, 0);
         for case in 0..600 {
@@ -917,16 +918,12 @@ mod tests {
                         entries.push((name, feature(*kind, &value(&mut rng, *kind, *narrow))));
                     }
                     let text = vec![b'x'; (rng.next() % 40) as usize];
-                    let mut bl = Vec::new();
-                    field(&mut bl, 0x0a, &text);
-                    entries.push(("b", feature(1, &bl)));
+                    entries.push(("b", feature(1, &list(&text))));
                     let mut ints = Vec::new();
                     for _ in 0..rng.next() % 5 {
                         write_varint(&mut ints, rng.next() % 300);
                     }
-                    let mut il = Vec::new();
-                    field(&mut il, 0x0a, &ints);
-                    entries.push(("v", feature(3, &il)));
+                    entries.push(("v", feature(3, &list(&ints))));
                     entries.push(("unrequested", feature(3, &value(&mut rng, 3, false))));
                     let mut rec = example(&entries);
                     if case % 2 != 0 && rng.next() % 4 == 0 {
@@ -983,18 +980,10 @@ mod tests {
             let mut narrow = config(OutDType::I32, Kind::Fixed, 1, None);
             narrow.name = "n".into();
             narrow.defaults = Defaults::Int(vec![-1]);
-            let mut bytes = config(OutDType::Bytes, Kind::Fixed, 1, None);
-            bytes.name = "b".into();
-            bytes.defaults = Defaults::Bytes(vec![b"none".to_vec()]);
-            features.extend([narrow, bytes]);
+            features.extend([narrow, bytes_scalar()]);
             CompiledSpec::new(features).unwrap()
         };
         assert!(spec.mostly_direct());
-        let packed = |block: &[u8]| {
-            let mut out = Vec::new();
-            field(&mut out, 0x0a, block);
-            out
-        };
         let (mut batches, mut shaped) = (0, 0);
         for width in 1..=10u32 {
             // The smallest value of `width` varint bytes, and one more.
@@ -1007,12 +996,12 @@ mod tests {
             write_varint(&mut a, value);
             write_varint(&mut b, value + 1);
             let record = example(&[
-                ("f", feature(2, &packed(&1.5f32.to_le_bytes()))),
-                ("i", feature(3, &packed(&a))),
-                (&long, feature(3, &packed(&b))),
-                ("n", feature(3, &packed(&[0x07]))),
-                ("b", feature(1, &packed(b"hello"))),
-                ("unrequested", feature(1, &packed(&[b'u'; 40]))),
+                ("f", feature(2, &list(&1.5f32.to_le_bytes()))),
+                ("i", feature(3, &list(&a))),
+                (&long, feature(3, &list(&b))),
+                ("n", feature(3, &list(&[0x07]))),
+                ("b", feature(1, &list(b"hello"))),
+                ("unrequested", feature(1, &list(&[b'u'; 40]))),
             ]);
             for at in 0..record.len() {
                 let was = record[at];

@@ -384,6 +384,8 @@ impl Shape {
     /// The shape of `key`'s entries, with `direct` those of that direct feature's usual form;
     /// `None` for a key too long.
     fn of(key: &[u8], direct: Option<Direct>) -> Option<Shape> {
+        // Direct features are int64 or float lists; a bytes one would get the plain shape.
+        let direct = direct.filter(|d| d.wire != Wire::Bytes);
         let k = key.len();
         #[cfg(test)]
         if tests::NO_SHAPES.get() {
@@ -422,7 +424,7 @@ impl Shape {
             bytes: words(bytes),
             mask: words(mask),
             key_len: k as u8,
-            direct: direct.filter(|d| d.wire != Wire::Bytes),
+            direct,
         })
     }
 
