@@ -195,8 +195,9 @@ impl<T: ZeroBits + Default> DenseBatch<T> {
 /// each batch was fresh memory that the kernel zeroed page by page before the decoder wrote
 /// over it (`clear_page_erms`, 10 % of the JPEG Loader's CPU, and the same DRAM traffic again
 /// as the pixels); smaller parsed columns fared alike (see [`MIN_BYTES`]). Decoded batches are
-/// written whole, so a spare needs no zeroing; a parsed column fills it with its padding first
-/// ([`super::try_filled_reusing`]). A numpy array over such a column owns its memory as a
+/// written whole, so a spare needs no zeroing; a parsed column writes each row's padding after
+/// its values ([`super::try_reusing`]), or fills the spare with it first where a fill writes
+/// only values ([`super::try_filled_reusing`]). A numpy array over such a column owns its memory as a
 /// [`Spare`] and [`give`]s it back here when it is freed (`python::parser::BatchMemory`); few
 /// are kept ([`MAX_SPARES`], [`MAX_LARGE_SPARES`], [`MAX_BYTES`]), the oldest dropped first.
 /// A Loader's start calls [`in_use`] and its end [`idle`]: once no Loader runs, the kernel may
@@ -484,6 +485,21 @@ pub fn try_filled_reusing<T: ZeroBits>(len: usize, fill: T) -> Result<Vec<T>, Al
         }
     }
     try_filled_zeroable(len, fill)
+}
+
+/// `len` elements for a caller that writes every one itself: a kept spare as an earlier batch
+/// left it (see [`spares`]) where a parsed column of that size recycles memory
+/// ([`recycles_parsed`]), else fresh zeros; and whether they are zeros. Where they are, padding
+/// of zero bits need not be written: a column padded to a long row then takes the memory of
+/// its values, not of its padding (see [`try_zeroed`]).
+pub fn try_reusing<T: ZeroBits>(len: usize) -> Result<(Vec<T>, bool), AllocError> {
+    let bytes = len.saturating_mul(std::mem::size_of::<T>());
+    if recycles_parsed(bytes) {
+        if let Some(v) = spares::take::<T>(len) {
+            return Ok((v, false));
+        }
+    }
+    try_zeroed(len).map(|v| (v, true))
 }
 
 /// The size of a memory page.

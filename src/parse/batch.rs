@@ -1090,4 +1090,87 @@ mod tests {
             );
         }
     }
+
+    /// The parser writes padded and fixed columns over memory an earlier batch left (a kept
+    /// spare, reused without clearing it): every value, padding and default then reads as the
+    /// spec says, never as the earlier batch's bytes; and over fresh zeros the same.
+    #[test]
+    fn padding_and_defaults_over_an_earlier_batchs_memory_read_as_the_spec_says() {
+        use crate::alloc::spares::{self, Spare};
+        // 1031 rows (a size no other test allocates) of `r % 11` values, or of 8 for the
+        // fixed feature; a row that is a multiple of 3 lacks the feature.
+        let rows = 1031usize;
+        let var = |max_len, truncate, pad: i64| {
+            let mut cfg = config(OutDType::I64, Kind::Var, 1, max_len);
+            cfg.truncate = truncate;
+            cfg.defaults = Defaults::Int(vec![pad]);
+            cfg
+        };
+        let mut fixed = config(OutDType::I64, Kind::Fixed, 8, None);
+        fixed.defaults = Defaults::Int((1..=8).map(|d| -d).collect());
+        let cases = [
+            (var(Some(8), true, -7), 8),
+            (var(Some(40), false, 0), 40),
+            (var(None, false, -7), 10),
+            (var(None, false, 0), 10),
+            (fixed, 8),
+        ];
+        for (cfg, width) in cases {
+            let is_fixed = cfg.kind == Kind::Fixed;
+            let pad = match &cfg.defaults {
+                Defaults::Int(d) => d.clone(),
+                _ => unreachable!(),
+            };
+            let values = |r: usize| -> Vec<i64> {
+                let count = if is_fixed { 8 } else { r % 11 };
+                (0..count as i64).map(|i| r as i64 * 100 + i + 1).collect()
+            };
+            let records: Vec<Vec<u8>> = (0..rows)
+                .map(|r| {
+                    if r % 3 == 0 {
+                        return example(&[]);
+                    }
+                    let mut block = Vec::new();
+                    values(r)
+                        .iter()
+                        .for_each(|&v| write_varint(&mut block, v as u64));
+                    example(&[("x", feature(3, &list(&block)))])
+                })
+                .collect();
+            let expected: Vec<i64> = (0..rows)
+                .flat_map(|r| {
+                    let held = if r % 3 == 0 { vec![] } else { values(r) };
+                    let pad = pad[0];
+                    (0..width).map(move |i| match held.get(i) {
+                        Some(&v) => v,
+                        None if is_fixed => -(i as i64) - 1,
+                        None => pad,
+                    })
+                })
+                .collect();
+            let spec = CompiledSpec::new(vec![cfg]).unwrap();
+            let slices: Vec<&[u8]> = records.iter().map(Vec::as_slice).collect();
+            let parse = || {
+                let mut batch = parse_examples(&slices, &spec).unwrap();
+                let col = batch.context.remove(0);
+                assert_eq!(col.shape, vec![rows, width]);
+                match col.data {
+                    ColumnData::I64(v) => v,
+                    _ => unreachable!(),
+                }
+            };
+            assert_eq!(parse(), expected, "fresh memory");
+            // Another test may free the kept spares between the give and the parse: tried
+            // until the column is the spare's memory.
+            let reused = (0..20).any(|_| {
+                let dirty = vec![0x5a5a_5a5a_5a5a_5a5a_i64; rows * width];
+                let at = dirty.as_ptr();
+                spares::give(Spare::from_vec(dirty).unwrap());
+                let got = parse();
+                assert_eq!(got, expected, "over an earlier batch's memory");
+                got.as_ptr() == at
+            });
+            assert!(reused, "the spare was never reused");
+        }
+    }
 }

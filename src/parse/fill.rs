@@ -4,7 +4,7 @@
 use super::lists::{Decode, DecodeError, Zero};
 use super::scan::Found;
 use super::spec::{FeatureConfig, Kind};
-use crate::alloc::{row_bytes, try_with_capacity, MAX_ROW_BYTES};
+use crate::alloc::{row_bytes, try_with_capacity, AllocError, MAX_ROW_BYTES};
 use crate::error::{Error, Location, Result};
 use crate::wire::split_feature;
 
@@ -36,9 +36,33 @@ impl Ctx<'_> {
     /// The batch array of this feature: `rows` rows of `per_row` values, each `fill`. A batch
     /// the machine cannot hold is an error naming the feature, never an abort.
     pub(super) fn alloc<T: Zero>(&self, rows: usize, per_row: usize, fill: T) -> Result<Vec<T>> {
+        self.batch(rows, per_row, |len| T::filled(len, fill))
+    }
+
+    /// [`Ctx::alloc`] for a fill that writes every value of the batch itself, padding
+    /// included: an earlier batch's memory as it was, or zeros (then the flag is true, and
+    /// padding that is [`Zero::zero`] need not be written; see [`pad_tail`]). Filling a row's
+    /// padding after its values writes each byte once, where a batch filled with the padding
+    /// first wrote the values' bytes twice.
+    pub(super) fn alloc_for_overwrite<T: Zero>(
+        &self,
+        rows: usize,
+        per_row: usize,
+    ) -> Result<(Vec<T>, bool)> {
+        self.batch(rows, per_row, T::for_overwrite)
+    }
+
+    /// The batch array of `rows x per_row` values that `make` allocates, its failure an
+    /// error naming the feature.
+    fn batch<V>(
+        &self,
+        rows: usize,
+        per_row: usize,
+        make: impl FnOnce(usize) -> std::result::Result<V, AllocError>,
+    ) -> Result<V> {
         let len = rows.checked_mul(per_row);
         len.ok_or(None)
-            .and_then(|len| T::filled(len, fill).map_err(Some))
+            .and_then(|len| make(len).map_err(Some))
             .map_err(|e| Error::Parse {
                 loc: Location::default(),
                 feature: Some(self.cfg.name.clone()),
@@ -100,6 +124,18 @@ impl Ctx<'_> {
     }
 }
 
+/// Writes `pad` over `row[from..]` (the padding after a row's values, or a whole row without
+/// any), unless the batch is zeros (`zeros`, from [`Ctx::alloc_for_overwrite`]) and so is
+/// `pad`: fresh zero pages are left untouched.
+#[inline]
+fn pad_tail<T: Zero>(row: &mut [T], from: usize, pad: T, zeros: bool) {
+    if !(zeros && pad.is_zero()) {
+        if let Some(tail) = row.get_mut(from..) {
+            tail.fill(pad);
+        }
+    }
+}
+
 /// Fixed features: exactly `n` values per row, or the defaults when the feature is missing.
 pub(super) fn fill_fixed<'a, T: Zero, D: Decode<'a, T>>(
     ctx: &Ctx,
@@ -108,7 +144,8 @@ pub(super) fn fill_fixed<'a, T: Zero, D: Decode<'a, T>>(
     kindless_is_missing: bool,
 ) -> Result<Vec<T>> {
     let n = ctx.cfg.n;
-    let mut out: Vec<T> = ctx.alloc(found.len(), n, T::zero())?;
+    // Every value is written below (a row's values or its defaults), or the batch is an error.
+    let (mut out, _) = ctx.alloc_for_overwrite::<T>(found.len(), n)?;
     for (row, f) in found.iter().enumerate() {
         if n == 1 {
             // Scalars (most features of tabular data) in their usual form: one step.
@@ -198,13 +235,14 @@ pub(super) fn fill_var<'a, T: Zero, D: Decode<'a, T>>(
         &format!("the longest row holds {width} {what}"),
     )?;
     let row_len = width * n; // within MAX_ROW_BYTES, checked above
-    let mut out: Vec<T> = ctx.alloc(found.len(), row_len, pad)?;
+    let (mut out, zeros) = ctx.alloc_for_overwrite::<T>(found.len(), row_len)?;
     let mut lengths = ctx.per_row(found.len())?;
     for (row, list) in lists.iter().enumerate() {
+        let dst = &mut out[row * row_len..(row + 1) * row_len];
         if let Some(list) = list {
-            let dst = &mut out[row * row_len..(row + 1) * row_len];
             D::decode(list, dst).map_err(|e| ctx.decode_err(row, e))?;
         }
+        pad_tail(dst, steps[row] * n, pad, zeros);
         lengths.push(ctx.length(row, steps[row])?);
     }
     // Every row fits the batch's longest: nothing is truncated without max_len.
@@ -221,17 +259,17 @@ fn fill_var_known_width<'a, T: Zero, D: Decode<'a, T>>(
 ) -> Result<(Vec<T>, usize, Vec<i32>, u64)> {
     let cfg = ctx.cfg;
     let row_len = width * n; // at most MAX_ROW_VALUES (the spec compiler's contract)
-    let mut out: Vec<T> = ctx.alloc(lists.len(), row_len, pad)?;
+    let (mut out, zeros) = ctx.alloc_for_overwrite::<T>(lists.len(), row_len)?;
     let mut lengths = ctx.per_row(lists.len())?;
     let mut truncated = 0u64;
     for (row, list) in lists.iter().enumerate() {
+        let dst = &mut out[row * row_len..(row + 1) * row_len];
         let count = match list {
-            Some(list) => {
-                let dst = &mut out[row * row_len..(row + 1) * row_len];
-                D::decode(list, dst).map_err(|e| ctx.decode_err(row, e))?
-            }
+            Some(list) => D::decode(list, dst).map_err(|e| ctx.decode_err(row, e))?,
             None => 0,
         };
+        // The decoder wrote the first `count` values that fit; the rest of the row is padding.
+        pad_tail(dst, count, pad, zeros);
         if count % n != 0 {
             return Err(ctx.err(row, format!("{count} values are not a whole number of steps of {n} (the FixedLenSequenceFeature's shape)")));
         }

@@ -15,7 +15,7 @@
 use half::{bf16, f16};
 
 use super::short_varints;
-use crate::alloc::{try_filled, try_filled_reusing, AllocError};
+use crate::alloc::{try_filled, try_filled_reusing, try_reusing, AllocError, ZeroBits};
 use crate::wire::{self, read_key, read_len_delimited, read_varint};
 
 /// Why a list could not be decoded.
@@ -25,12 +25,18 @@ pub(in crate::parse) enum DecodeError {
     OutOfRange(i64),
 }
 
-/// Output elements have a zero to preallocate rows with before values are decoded in place,
-/// and allocate a batch of them fallibly (numbers from zeroed pages when the fill is 0).
+/// Output elements have a zero, and allocate a batch of them fallibly: filled before values
+/// are decoded in place (numbers from zeroed pages when the fill is 0), or for a fill that
+/// writes every value itself (an earlier batch's memory as it is, or zeros).
 pub(super) trait Zero: Copy {
     fn zero() -> Self;
+    /// Whether this is [`Zero::zero`] (in its bits: `-0.0` is not).
+    fn is_zero(&self) -> bool;
     /// `len` copies of `fill`, or an error when the memory cannot be had.
     fn filled(len: usize, fill: Self) -> Result<Vec<Self>, AllocError>;
+    /// `len` values for a caller that writes every one (an earlier batch's, or zeros), and
+    /// whether all of them are [`Zero::zero`]; an error when the memory cannot be had.
+    fn for_overwrite(len: usize) -> Result<(Vec<Self>, bool), AllocError>;
 }
 
 macro_rules! zero {
@@ -38,9 +44,15 @@ macro_rules! zero {
         impl Zero for $t {
             #[inline(always)]
             fn zero() -> Self { $z }
+            #[inline(always)]
+            fn is_zero(&self) -> bool { self.is_zero_bits() }
             #[inline]
             fn filled(len: usize, fill: Self) -> Result<Vec<Self>, AllocError> {
                 try_filled_reusing(len, fill)
+            }
+            #[inline]
+            fn for_overwrite(len: usize) -> Result<(Vec<Self>, bool), AllocError> {
+                try_reusing(len)
             }
         }
     )*};
@@ -52,8 +64,14 @@ impl Zero for &[u8] {
     fn zero() -> Self {
         &[]
     }
+    fn is_zero(&self) -> bool {
+        self.is_empty()
+    }
     fn filled(len: usize, fill: Self) -> Result<Vec<Self>, AllocError> {
         try_filled(len, fill)
+    }
+    fn for_overwrite(len: usize) -> Result<(Vec<Self>, bool), AllocError> {
+        try_filled(len, &[][..]).map(|v| (v, true))
     }
 }
 
