@@ -212,10 +212,14 @@ pub mod spares {
 
     use super::ZeroBits;
 
-    /// Spares kept at most: a Loader's consumer frees one batch as the next is decoded, so
-    /// one or two of each size wait here at a time (a batch may have several columns of its
-    /// own size: tokens, their segment ids and positions).
-    pub const MAX_SPARES: usize = 16;
+    /// Spares kept at most (and [`MAX_BYTES`]). The Loader's planner queues its parses a group
+    /// at a time (up to 64 batches, `pipeline._MAX_GROUP`), so the batches in flight rise by up
+    /// to a group and fall back as the consumer takes them: the pool must hold a group's
+    /// columns, or each rise takes fresh memory. Kept at 16, a third of the tokens columns
+    /// (256 KiB) missed the pool and were zeroed anew by `calloc`; at 192 (three groups, for
+    /// a batch with a few columns of one size: tokens, their segment ids and positions) under
+    /// 100 of ~5,900 missed, and the Loader took 0.5 page faults a batch instead of 1-2.
+    pub const MAX_SPARES: usize = 192;
     /// Spares of [`LARGE_BYTES`] or more kept at most (decoded images: 38.5 MB a batch).
     pub const MAX_LARGE_SPARES: usize = 4;
     /// What counts as a large spare.
@@ -590,6 +594,10 @@ pub fn row_bytes<T>(values: usize) -> Option<usize> {
         .filter(|&b| b <= MAX_ROW_BYTES)
 }
 
+/// Held by a test that gives spares (see `spares_serve_batches_of_their_exact_size_and_are_bounded`).
+#[cfg(test)]
+pub(crate) static SPARES_TEST_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -663,10 +671,12 @@ mod tests {
         }
     }
 
-    /// The spare queue is one for the process: every check of it is in this one test (Rust
-    /// runs tests on parallel threads), with sizes no other test allocates.
+    /// The spare queue is one for the process: every check of it is in this one test, with
+    /// sizes no other test allocates, and a test elsewhere that gives spares holds
+    /// [`SPARES_TEST_LOCK`] (Rust runs tests on parallel threads).
     #[test]
     fn spares_serve_batches_of_their_exact_size_and_are_bounded() {
+        let _alone = SPARES_TEST_LOCK.lock().unwrap_or_else(|e| e.into_inner());
         let len = 3 * (spares::MIN_BYTES / 3 + 4097); // bytes of u8, a size only this test uses
         let give = |v: Vec<u8>| spares::give(spares::Spare::from_vec(v).unwrap());
         spares::release();
