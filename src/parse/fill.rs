@@ -136,6 +136,20 @@ fn pad_tail<T: Zero>(row: &mut [T], from: usize, pad: T, zeros: bool) {
     }
 }
 
+/// The steps of `n` values that `count` values make (a row's), or the error when they are
+/// not whole. Var features have steps of one value: no division then (a `div` a row cost
+/// more than the rest of the row's bookkeeping).
+#[inline]
+fn whole_steps(ctx: &Ctx, row: usize, count: usize, n: usize) -> Result<usize> {
+    if n == 1 {
+        return Ok(count);
+    }
+    if n == 0 || count % n != 0 {
+        return Err(ctx.err(row, format!("{count} values are not a whole number of steps of {n} (the FixedLenSequenceFeature's shape)")));
+    }
+    Ok(count / n)
+}
+
 /// Fixed features: exactly `n` values per row, or the defaults when the feature is missing.
 pub(super) fn fill_fixed<'a, T: Zero, D: Decode<'a, T>>(
     ctx: &Ctx,
@@ -211,10 +225,7 @@ pub(super) fn fill_var<'a, T: Zero, D: Decode<'a, T>>(
     for (row, list) in lists.iter().enumerate() {
         if let Some(list) = list {
             let count = D::count(list).map_err(|e| ctx.decode_err(row, e))?;
-            if count % n != 0 {
-                return Err(ctx.err(row, format!("{count} values are not a whole number of steps of {n} (the FixedLenSequenceFeature's shape)")));
-            }
-            steps[row] = count / n;
+            steps[row] = whole_steps(ctx, row, count, n)?;
         }
     }
     // The batch's longest row sets the width: check it before allocating from it.
@@ -270,10 +281,7 @@ fn fill_var_known_width<'a, T: Zero, D: Decode<'a, T>>(
         };
         // The decoder wrote the first `count` values that fit; the rest of the row is padding.
         pad_tail(dst, count, pad, zeros);
-        if count % n != 0 {
-            return Err(ctx.err(row, format!("{count} values are not a whole number of steps of {n} (the FixedLenSequenceFeature's shape)")));
-        }
-        let mut kept = count / n;
+        let mut kept = whole_steps(ctx, row, count, n)?;
         if kept > width {
             if !cfg.truncate {
                 let what = if cfg.kind == Kind::Var {
