@@ -146,8 +146,8 @@ mod x86 {
             if !(std::is_x86_feature_detected!("bmi1") && std::is_x86_feature_detected!("bmi2")) {
                 return false;
             }
-            // SAFETY: every x86-64 CPU has `cpuid`, and leaves 0 and 1. (A safe function
-            // since Rust 1.87ish; unsafe in the oldest Rust this crate builds with.)
+            // SAFETY: every x86-64 CPU has `cpuid`, and leaves 0 and 1. (Safe to call in newer
+            // Rust; unsafe in the oldest this crate builds with, 1.85.)
             #[allow(unused_unsafe)]
             let (vendor, signature) = unsafe {
                 let v = std::arch::x86_64::__cpuid(0);
@@ -156,15 +156,21 @@ mod x86 {
                     std::arch::x86_64::__cpuid(1).eax,
                 )
             };
-            let base = (signature >> 8) & 0xf;
-            let family = if base == 0xf {
-                base + ((signature >> 20) & 0xff)
-            } else {
-                base
-            };
-            let zen = vendor == b"AuthenticAMD" || vendor == b"HygonGenuine";
-            !(zen && family < 0x19)
+            pdep_is_fast(&vendor, signature)
         })
+    }
+
+    /// Whether a CPU with BMI2, of this `cpuid` vendor string and leaf-1 signature, runs
+    /// `pdep` fast: all but AMD's and Hygon's before family 0x19 (Zen 3).
+    pub(super) fn pdep_is_fast(vendor: &[u8], signature: u32) -> bool {
+        let base = (signature >> 8) & 0xf;
+        let family = if base == 0xf {
+            base + ((signature >> 20) & 0xff)
+        } else {
+            base
+        };
+        let zen = vendor == b"AuthenticAMD" || vendor == b"HygonGenuine";
+        !(zen && family < 0x19)
     }
 
     /// Without BMI1 (x86 before 2013), the same code clears bits in two instructions.
@@ -453,7 +459,20 @@ mod x86 {
 
 #[cfg(all(test, target_arch = "x86_64"))]
 mod tests {
-    use super::x86::{decode_prefix_bmi1, decode_prefix_bmi2, decode_prefix_ssse3, fast_pdep};
+    use super::x86::{
+        decode_prefix_bmi1, decode_prefix_bmi2, decode_prefix_ssse3, fast_pdep, pdep_is_fast,
+    };
+
+    #[test]
+    fn pdep_counts_as_fast_except_on_zen_1_and_2() {
+        // cpuid leaf-1 signatures: Zen 2 (EPYC Rome), Hygon Dhyana (Zen 1), Zen 3 (Milan),
+        // Zen 4 (Genoa), Skylake-SP.
+        assert!(!pdep_is_fast(b"AuthenticAMD", 0x0083_0f10));
+        assert!(!pdep_is_fast(b"HygonGenuine", 0x0090_0f01));
+        assert!(pdep_is_fast(b"AuthenticAMD", 0x00a0_0f11));
+        assert!(pdep_is_fast(b"AuthenticAMD", 0x00a1_0f11));
+        assert!(pdep_is_fast(b"GenuineIntel", 0x0005_0654));
+    }
     use crate::wire::write_varint;
 
     /// The decoders built for SSSE3 alone, with BMI1 and with BMI2's `pdep` (one of the last
