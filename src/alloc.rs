@@ -481,14 +481,22 @@ pub fn recycles_parsed(bytes: usize) -> bool {
 /// parsed column of that size recycles memory ([`recycles_parsed`]), else as
 /// [`try_filled_zeroable`].
 pub fn try_filled_reusing<T: ZeroBits>(len: usize, fill: T) -> Result<Vec<T>, AllocError> {
-    let bytes = len.saturating_mul(std::mem::size_of::<T>());
-    if recycles_parsed(bytes) {
-        if let Some(mut v) = spares::take::<T>(len) {
+    match take_parsed_spare(len) {
+        Some(mut v) => {
             v.fill(fill);
-            return Ok(v);
+            Ok(v)
         }
+        None => try_filled_zeroable(len, fill),
     }
-    try_filled_zeroable(len, fill)
+}
+
+/// A kept spare of `len` `T`s for a parsed column, as an earlier batch left it, where a
+/// column of that size recycles memory ([`recycles_parsed`]) and one is kept.
+fn take_parsed_spare<T: ZeroBits>(len: usize) -> Option<Vec<T>> {
+    let bytes = len.saturating_mul(std::mem::size_of::<T>());
+    recycles_parsed(bytes)
+        .then(|| spares::take::<T>(len))
+        .flatten()
 }
 
 /// `len` elements for a caller that writes every one itself: a kept spare as an earlier batch
@@ -497,13 +505,10 @@ pub fn try_filled_reusing<T: ZeroBits>(len: usize, fill: T) -> Result<Vec<T>, Al
 /// of zero bits need not be written: a column padded to a long row then takes the memory of
 /// its values, not of its padding (see [`try_zeroed`]).
 pub fn try_reusing<T: ZeroBits>(len: usize) -> Result<(Vec<T>, bool), AllocError> {
-    let bytes = len.saturating_mul(std::mem::size_of::<T>());
-    if recycles_parsed(bytes) {
-        if let Some(v) = spares::take::<T>(len) {
-            return Ok((v, false));
-        }
+    match take_parsed_spare(len) {
+        Some(v) => Ok((v, false)),
+        None => try_zeroed(len).map(|v| (v, true)),
     }
-    try_zeroed(len).map(|v| (v, true))
 }
 
 /// The size of a memory page.

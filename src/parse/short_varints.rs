@@ -120,48 +120,70 @@ mod x86 {
         out: &mut [T],
         n: &mut usize,
     ) -> Result<usize, DecodeError> {
-        // Blocks shorter than a load, and machines without SSSE3, stay scalar.
-        if block.len() < 16 || !std::is_x86_feature_detected!("ssse3") {
-            return Ok(0);
+        if block.len() < 16 {
+            return Ok(0); // shorter than a load: the scalar decoder's
         }
-        if fast_pdep() {
-            // SAFETY: the CPU has SSSE3 (checked just above), BMI1 and BMI2 (`fast_pdep`).
-            return unsafe { decode_prefix_bmi2(block, out, n) };
+        match Level::of_this_cpu() {
+            // SAFETY: the CPU has SSSE3, BMI1 and BMI2 (what `Level::Bmi2` says).
+            Level::Bmi2 => unsafe { decode_prefix_bmi2(block, out, n) },
+            // SAFETY: the CPU has SSSE3 and BMI1.
+            Level::Bmi1 => unsafe { decode_prefix_bmi1(block, out, n) },
+            // SAFETY: the CPU has SSSE3.
+            Level::Ssse3 => unsafe { decode_prefix_ssse3(block, out, n) },
+            Level::Scalar => Ok(0),
         }
-        if std::is_x86_feature_detected!("bmi1") {
-            // SAFETY: the CPU has SSSE3 and BMI1 (checked just above).
-            return unsafe { decode_prefix_bmi1(block, out, n) };
-        }
-        // SAFETY: the CPU has SSSE3 (checked just above).
-        unsafe { decode_prefix_ssse3(block, out, n) }
     }
 
-    /// Whether the CPU has BMI1 and BMI2 and runs `pdep` as one fast instruction: Intel's since
-    /// Haswell, AMD's since Zen 3. Zen 1 and 2 (family 0x17, and Hygon's Zen 1, 0x18) have BMI2
-    /// but run `pdep` in microcode, a cycle or more for each set bit of the mask: a window's
-    /// starts have over 20.
-    pub(super) fn fast_pdep() -> bool {
-        static FAST: OnceLock<bool> = OnceLock::new();
-        *FAST.get_or_init(|| {
-            if !(std::is_x86_feature_detected!("bmi1") && std::is_x86_feature_detected!("bmi2")) {
-                return false;
-            }
-            // SAFETY: every x86-64 CPU has `cpuid`, and leaves 0 and 1. (Safe to call in newer
-            // Rust; unsafe in the oldest this crate builds with, 1.85.)
-            #[allow(unused_unsafe)]
-            let (vendor, signature) = unsafe {
-                let v = std::arch::x86_64::__cpuid(0);
-                (
-                    [v.ebx, v.edx, v.ecx].map(u32::to_le_bytes).concat(),
-                    std::arch::x86_64::__cpuid(1).eax,
-                )
-            };
-            pdep_is_fast(&vendor, signature)
-        })
+    /// Which of the decoders this CPU runs.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub(super) enum Level {
+        /// No SSSE3: the scalar decoder takes every block.
+        Scalar,
+        /// SSSE3 without BMI1 (x86 before 2013): `decode_prefix_ssse3`.
+        Ssse3,
+        /// BMI1, and no fast `pdep`: `decode_prefix_bmi1`.
+        Bmi1,
+        /// BMI1 and BMI2 with a fast `pdep` (see [`pdep_is_fast`]): `decode_prefix_bmi2`.
+        Bmi2,
+    }
+
+    impl Level {
+        /// This CPU's, found once.
+        pub(super) fn of_this_cpu() -> Level {
+            static LEVEL: OnceLock<Level> = OnceLock::new();
+            *LEVEL.get_or_init(|| {
+                if !std::is_x86_feature_detected!("ssse3") {
+                    return Level::Scalar;
+                }
+                if !std::is_x86_feature_detected!("bmi1") {
+                    return Level::Ssse3;
+                }
+                if !std::is_x86_feature_detected!("bmi2") {
+                    return Level::Bmi1;
+                }
+                // SAFETY: every x86-64 CPU has `cpuid`, and leaves 0 and 1. (Safe to call in
+                // newer Rust; unsafe in the oldest this crate builds with, 1.85.)
+                #[allow(unused_unsafe)]
+                let (vendor, signature) = unsafe {
+                    let v = std::arch::x86_64::__cpuid(0);
+                    (
+                        [v.ebx, v.edx, v.ecx].map(u32::to_le_bytes).concat(),
+                        std::arch::x86_64::__cpuid(1).eax,
+                    )
+                };
+                if pdep_is_fast(&vendor, signature) {
+                    Level::Bmi2
+                } else {
+                    Level::Bmi1
+                }
+            })
+        }
     }
 
     /// Whether a CPU with BMI2, of this `cpuid` vendor string and leaf-1 signature, runs
-    /// `pdep` fast: all but AMD's and Hygon's before family 0x19 (Zen 3).
+    /// `pdep` as one fast instruction: Intel's since Haswell, AMD's since Zen 3 (family 0x19).
+    /// Zen 1 and 2 (family 0x17, and Hygon's Zen 1, 0x18) run it in microcode, a cycle or more
+    /// for each set bit of the mask: a window's starts have over 20.
     pub(super) fn pdep_is_fast(vendor: &[u8], signature: u32) -> bool {
         let base = (signature >> 8) & 0xf;
         let family = if base == 0xf {
@@ -194,7 +216,7 @@ mod x86 {
         unsafe { decode_windows::<T, false>(block, out, n) }
     }
 
-    /// With a fast `pdep` (see [`fast_pdep`]): each step of a whole window finds its start on
+    /// With a fast `pdep` (see [`pdep_is_fast`]): each step of a whole window finds its start on
     /// its own.
     #[target_feature(enable = "ssse3,bmi1,bmi2")]
     pub(super) fn decode_prefix_bmi2<T: IntOut>(
@@ -460,8 +482,9 @@ mod x86 {
 #[cfg(all(test, target_arch = "x86_64"))]
 mod tests {
     use super::x86::{
-        decode_prefix_bmi1, decode_prefix_bmi2, decode_prefix_ssse3, fast_pdep, pdep_is_fast,
+        decode_prefix_bmi1, decode_prefix_bmi2, decode_prefix_ssse3, pdep_is_fast, Level,
     };
+    use crate::wire::write_varint;
 
     #[test]
     fn pdep_counts_as_fast_except_on_zen_1_and_2() {
@@ -473,7 +496,6 @@ mod tests {
         assert!(pdep_is_fast(b"AuthenticAMD", 0x00a1_0f11));
         assert!(pdep_is_fast(b"GenuineIntel", 0x0005_0654));
     }
-    use crate::wire::write_varint;
 
     /// The decoders built for SSSE3 alone, with BMI1 and with BMI2's `pdep` (one of the last
     /// two is what `decode_prefix` picks on this machine, held to the plain loop by the `lists`
@@ -486,7 +508,7 @@ mod tests {
         }
         // Where pdep is slow it still decodes alike, only slowly; without BMI2, not tried.
         let bmi2 = std::is_x86_feature_detected!("bmi2");
-        assert!(bmi2 || !fast_pdep());
+        assert!(bmi2 || Level::of_this_cpu() != Level::Bmi2);
         let mut rng = crate::parse::oracle_tests::Rng(0x6a09_e667_f3bc_c908);
         let mut next = move || rng.next();
         for case in 0..5_000u64 {
