@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use super::blocks::{rounded_capacity, Block};
 use super::compress::{self, Compression, Input, Source};
-use super::crc::{masked_crc32c, masked_crc32c_lanes, LANES};
+use super::crc::{masked_crc32c, masked_crc32c_lanes, masked_crc32c_length, LANES};
 use super::{FOOTER, HEADER};
 use crate::error::{Error, Location, Result, Skip};
 use crate::prefetch::prefetch_all;
@@ -538,7 +538,7 @@ impl RecordReader {
         };
         let sound = len <= self.opts.max_record_bytes
             && fits
-            && masked_crc32c(&buf[p..p + 8]) == le_u32(buf, p + 8);
+            && masked_crc32c_length(len.to_le_bytes()) == le_u32(buf, p + 8);
         // `len` is at most `max_record_bytes`, itself kept well inside usize.
         sound.then_some(len as usize)
     }
@@ -567,7 +567,7 @@ impl RecordReader {
         }
         let len = le_u64(buf, p);
         let stored = le_u32(buf, p + 8);
-        let actual = masked_crc32c(&buf[p..p + 8]);
+        let actual = masked_crc32c_length(len.to_le_bytes());
         if actual != stored {
             // Without a trusted length the rest of the stream cannot be framed.
             let err = self.corrupt_at(
@@ -1155,7 +1155,7 @@ fn plausible(buf: &[u8], p: usize, base: u64, file_len: u64, max_len: u64) -> bo
     if len == 0 {
         stored == ZERO_LEN_CRC
     } else {
-        masked_crc32c(&buf[p..p + 8]) == stored
+        masked_crc32c_length(len.to_le_bytes()) == stored
     }
 }
 
