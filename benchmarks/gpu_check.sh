@@ -13,7 +13,8 @@
 # spent; every line goes to OUT_DIR/log as it is printed, so a lease that ends early keeps what
 # ran. The steps: the devices and a correctness check (the Loader's device batches == its numpy
 # batches); bench_device_feed (a jitted step fed by the Loader vs a constant batch; a bare
-# feeder thread, the floor), each build in turn, twice; bench_put (what one placement costs);
+# feeder thread, the floor), each build in turn, twice; the same for the first build with wider
+# models (FEED_WIDTHS, default "1024 2048 4096": longer steps); bench_put (what one placement costs);
 # examples/pretrain_packed.py (a causal LM on packed rows) for each build; bench_transfer; the
 # feed with 8 threads; the demo. Try it on the CPU first (it runs there too: the "device" is
 # host memory) with DRY_RUN=1 (below): a device's minutes are no place to find a typo.
@@ -112,6 +113,12 @@ for round in 1 2; do
     for b in "${builds[@]}"; do
         step 150 "device feed, 2 threads, round $round" "$b" python3 "${feed[@]}" --threads 2
     done
+done
+# The same feed under heavier steps (a wider model: its embedding's update moves more bytes), to
+# find the step time from which the feed costs under 5 %.
+for width in ${FEED_WIDTHS:-1024 2048 4096}; do
+    step 100 "device feed, 2 threads, --width $width" "$main" python3 "${feed[@]}" --threads 2 \
+        --width "$width" --memory-epochs 1
 done
 step 60 "bench_put" "$main" python3 bench_put.py
 for b in "${builds[@]}"; do
