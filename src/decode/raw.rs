@@ -22,7 +22,7 @@ fn raw_shape(
     row: usize,
 ) -> RowResult<Vec<usize>> {
     let size = spec.dtype.size();
-    if data.len() % size != 0 {
+    if !data.len().is_multiple_of(size) {
         return row_err(format!(
             "{} bytes are not a whole number of {} elements ({size} bytes each)",
             data.len(),
@@ -55,7 +55,7 @@ fn raw_shape(
         .try_fold(1usize, |a, &d| a.checked_mul(d))
         .ok_or_else(|| RowError::Row("shape overflows".into()))?;
     if let Some(infer) = dims.iter().position(Option::is_none) {
-        if known == 0 || count % known != 0 {
+        if known == 0 || !count.is_multiple_of(known) {
             return row_err(format!(
                 "{count} {} values cannot be reshaped to {}",
                 spec.dtype.name(),

@@ -902,7 +902,7 @@ mod tests {
             let mut block = Vec::new();
             if kind == 2 {
                 block.extend_from_slice(&(rng.next() as u32).to_le_bytes());
-            } else if narrow && rng.next() % 500 != 0 {
+            } else if narrow && !rng.next().is_multiple_of(500) {
                 write_varint(&mut block, ((rng.next() % 2000) as i64 - 1000) as u64);
             } else {
                 write_varint(&mut block, rng.next() >> (rng.next() % 65).min(63));
@@ -926,7 +926,7 @@ mod tests {
                     entries.push(("v", feature(3, &list(&ints))));
                     entries.push(("unrequested", feature(3, &value(&mut rng, 3, false))));
                     let mut rec = example(&entries);
-                    if case % 2 != 0 && rng.next() % 4 == 0 {
+                    if case % 2 != 0 && rng.next().is_multiple_of(4) {
                         for _ in 0..1 + rng.next() % 3 {
                             let at = (rng.next() as usize) % rec.len();
                             rec[at] = match rng.next() % 6 {
@@ -939,7 +939,7 @@ mod tests {
                             };
                         }
                     }
-                    if case % 2 != 0 && rng.next() % 16 == 0 {
+                    if case % 2 != 0 && rng.next().is_multiple_of(16) {
                         let keep = (rng.next() as usize) % rec.len();
                         rec.truncate(keep);
                     }
@@ -1051,7 +1051,7 @@ mod tests {
                         for (name, float) in &names {
                             let roll = rng.next() % 1000;
                             let odd = roll < odd_rate;
-                            if odd && roll % 4 == 0 && !wide_only {
+                            if odd && roll.is_multiple_of(4) && !wide_only {
                                 continue; // missing
                             }
                             let f = scalar_feature(&mut rng, *float, odd, wide_only);
@@ -1061,10 +1061,10 @@ mod tests {
                                 features.push((name, again));
                             }
                         }
-                        if with_bytes && rng.next() % 2 == 0 {
+                        if with_bytes && rng.next().is_multiple_of(2) {
                             features.push(("b", feature(1, &[0x0a, 0x01, b'x'])));
                         }
-                        if odd_rate > 0 && !wide_only && rng.next() % 3 == 0 {
+                        if odd_rate > 0 && !wide_only && rng.next().is_multiple_of(3) {
                             let at = rng.next() as usize % features.len().max(1);
                             features.rotate_left(at);
                         }

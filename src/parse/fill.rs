@@ -144,7 +144,7 @@ fn whole_steps(ctx: &Ctx, row: usize, count: usize, n: usize) -> Result<usize> {
     if n == 1 {
         return Ok(count);
     }
-    if n == 0 || count % n != 0 {
+    if n == 0 || !count.is_multiple_of(n) {
         return Err(ctx.err(row, format!("{count} values are not a whole number of steps of {n} (the FixedLenSequenceFeature's shape)")));
     }
     Ok(count / n)

@@ -157,7 +157,7 @@ impl Pages {
     /// `cap` bytes (a multiple of [`HUGE_PAGE`]) mapped at a huge page's boundary and advised
     /// to be huge pages; `None` when the system has no memory to map.
     fn map(cap: usize) -> Option<Pages> {
-        debug_assert!(cap > 0 && cap % HUGE_PAGE == 0);
+        debug_assert!(cap > 0 && cap.is_multiple_of(HUGE_PAGE));
         // Mapped a huge page longer, then cut to the aligned `cap` bytes inside.
         let span = cap.checked_add(HUGE_PAGE)?;
         // SAFETY: a new anonymous private mapping; no existing memory is touched.
