@@ -543,6 +543,11 @@ mod x86 {
             )
         };
         let len = block.len();
+        if block.iter().take(3).all(|b| b & 0x80 != 0) {
+            // A block that opens with a varint of 4 or more bytes (hashed ids, say) is the
+            // general loop's at once: no tables, buffers or windows for it.
+            return Ok(0);
+        }
         // The 64 bytes of `block` from `at` (zeros past its end: they end varints).
         let load = |at: usize| {
             let rest = len.saturating_sub(at);
