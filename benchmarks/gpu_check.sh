@@ -116,7 +116,7 @@ for round in 1 2; do
 done
 # The same feed under heavier steps (a wider model: its embedding's update moves more bytes), to
 # find the step time from which the feed costs under 5 %.
-for width in ${FEED_WIDTHS:-1024 2048 4096}; do
+for width in ${FEED_WIDTHS-1024 2048 4096}; do # FEED_WIDTHS="": none
     step 100 "device feed, 2 threads, --width $width" "$main" python3 "${feed[@]}" --threads 2 \
         --width "$width" --memory-epochs 1
 done
