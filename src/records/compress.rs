@@ -8,7 +8,7 @@ use std::path::Path;
 use flate2::bufread;
 use flate2::write::{GzEncoder, ZlibEncoder};
 
-use super::crc::masked_crc32c;
+use super::crc::masked_crc32c_length;
 use crate::error::{Error, Result};
 
 /// How a TFRecord file is compressed.
@@ -71,7 +71,8 @@ impl Compression {
     pub fn sniff(head: &[u8]) -> Compression {
         if head.len() >= 12 {
             let crc = u32::from_le_bytes(head[8..12].try_into().expect("4 bytes"));
-            if masked_crc32c(&head[..8]) == crc {
+            let len: [u8; 8] = head[..8].try_into().expect("8 bytes");
+            if masked_crc32c_length(len) == crc {
                 return Compression::None;
             }
         }
@@ -419,6 +420,7 @@ impl Write for Sink {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::records::crc::masked_crc32c;
 
     #[test]
     fn infer_reads_the_name_then_the_first_bytes() {

@@ -5,7 +5,7 @@ use std::io::{self, Write};
 use std::path::Path;
 
 use super::compress::{Compression, Sink};
-use super::crc::masked_crc32c;
+use super::crc::{masked_crc32c, masked_crc32c_length};
 use super::HEADER;
 use crate::error::{Error, Result};
 
@@ -86,7 +86,7 @@ pub fn write_record(out: &mut impl Write, data: &[u8]) -> io::Result<()> {
     let len = (data.len() as u64).to_le_bytes();
     let mut header = [0u8; HEADER];
     header[..8].copy_from_slice(&len);
-    header[8..].copy_from_slice(&masked_crc32c(&len).to_le_bytes());
+    header[8..].copy_from_slice(&masked_crc32c_length(len).to_le_bytes());
     out.write_all(&header)?;
     out.write_all(data)?;
     out.write_all(&masked_crc32c(data).to_le_bytes())
