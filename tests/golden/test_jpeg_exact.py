@@ -13,6 +13,7 @@ import hashlib
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import jaxrec as jr
@@ -36,3 +37,21 @@ def test_pixels_are_the_unpatched_decoder_s(case):
         pixels = jr.decode_image(data, channels=int(channels))
         got = hashlib.sha256(pixels.tobytes()).hexdigest()
         assert got == want, f"channels={channels}: pixels differ from {MANIFEST['decoder']}"
+
+
+def test_a_crop_reads_the_rows_of_a_whole_decode():
+    """``crop_or_pad`` to fewer rows stops the decoder below the crop (JAXREC.md, change 5): the
+    rows it keeps are those of the whole image, for every JPEG here and crops of many heights."""
+    compared = 0
+    for data in JPEGS:
+        whole = jr.decode_image(data, channels=3)
+        h, w = whole.shape[:2]
+        for rows in sorted({1, 7, 16, 17, h // 2, h - 9, h - 1} - {0}):
+            if rows >= h:
+                continue
+            spec = {"img": jr.Image((rows, w, 3), resize="crop_or_pad")}
+            got = jr.ExampleParser(spec).parse([jr.encode_example({"img": data})])["img"][0]
+            top = (h - rows) // 2
+            np.testing.assert_array_equal(got, whole[top : top + rows], err_msg=f"{h}x{w}, {rows}")
+            compared += 1
+    assert compared > 100, compared

@@ -199,14 +199,26 @@ impl ZByteReaderTrait for JpegBytes<'_> {
 }
 
 /// Decodes a complete JPEG to `channels` channels, into `pixels`' allocation.
+///
+/// `crop_rows`: the caller reads only the rows a centred crop to that many rows keeps
+/// (`tf.image.resize_with_crop_or_pad`'s), and the rows below them may be left zero: a
+/// baseline JPEG's decoding stops once the crop's last row is written. The rows read are
+/// the same bytes as a whole decode's.
 pub(super) fn decode_jpeg(
     data: &[u8],
     channels: usize,
     max_pixels: u64,
     pixels: Vec<u8>,
+    crop_rows: Option<usize>,
 ) -> Result<Decoded> {
     check_jpeg_complete(data)?;
-    decode_jpeg_from(JpegBytes::new(data), channels, max_pixels, pixels)
+    decode_jpeg_from(
+        JpegBytes::new(data),
+        channels,
+        max_pixels,
+        pixels,
+        crop_rows,
+    )
 }
 
 /// [`decode_jpeg`] after its completeness check, from any byte reader (the tests compare
@@ -216,6 +228,7 @@ fn decode_jpeg_from<R: ZByteReaderTrait>(
     channels: usize,
     max_pixels: u64,
     mut pixels: Vec<u8>,
+    crop_rows: Option<usize>,
 ) -> Result<Decoded> {
     let colorspace = match channels {
         1 => ColorSpace::Luma,
@@ -257,6 +270,12 @@ fn decode_jpeg_from<R: ZByteReaderTrait>(
         )));
     }
     fill_zeros(&mut pixels, size)?;
+    if let Some(rows) = crop_rows.filter(|&rows| rows < height) {
+        // The crop keeps rows (height - rows) / 2 onwards: the rows below it are never read.
+        // (Skipping the rows above it would save only their IDCT and colour conversion: their
+        // Huffman codes must be decoded all the same.)
+        decoder.set_rows_wanted((height - rows) / 2 + rows);
+    }
     decoder
         .decode_into(&mut pixels)
         .map_err(|e| Error::decode(format!("corrupt JPEG: {e}")))?;
@@ -625,14 +644,93 @@ mod tests {
             }
             for v in &variants {
                 for channels in [1, 3, 4] {
-                    let ours = decode_jpeg_from(JpegBytes::new(v), channels, 1 << 20, Vec::new());
-                    let zune = decode_jpeg_from(ZCursor::new(v), channels, 1 << 20, Vec::new());
+                    let ours =
+                        decode_jpeg_from(JpegBytes::new(v), channels, 1 << 20, Vec::new(), None);
+                    let zune =
+                        decode_jpeg_from(ZCursor::new(v), channels, 1 << 20, Vec::new(), None);
                     assert_eq!(outcome(ours), outcome(zune), "{} bytes", v.len());
                     cases += 1;
                 }
             }
         }
         assert!(cases > 5000, "{cases}");
+    }
+
+    /// A decode for a centred crop (`crop_rows`) stops below the crop, and the rows the crop
+    /// keeps are the bytes of a whole decode's: for every sampling (gray, 4:2:0, 4:2:2, 4:4:0,
+    /// 4:4:4), with restart markers, for progressive images (decoded whole), for 1, 3 and 4
+    /// output channels, for crops of every height, and for damaged files (where the crop's
+    /// decode may succeed when the whole one fails below the crop, never the other way).
+    #[test]
+    fn a_crop_s_rows_decode_as_a_whole_decode_s() {
+        use jpeg_encoder::SamplingFactor as F;
+        let mut stopped_early = 0;
+        let mut compared = 0;
+        for (h, w, c) in [
+            (64, 48, 3),
+            (61, 37, 3),
+            (100, 24, 3),
+            (45, 45, 1),
+            (33, 70, 3),
+        ] {
+            let px: Vec<u8> = (0..h * w * c)
+                .map(|i| ((i * 29 + i / 97) % 251) as u8)
+                .collect();
+            for (progressive, restart, sampling) in [
+                (false, 0, F::F_2_2),
+                (false, 0, F::F_2_1),
+                (false, 0, F::F_1_2),
+                (false, 0, F::F_1_1),
+                (false, 3, F::F_2_2),
+                (true, 0, F::F_2_2),
+            ] {
+                let file = jpeg_with(&px, h, w, c, 88, |enc| {
+                    enc.set_progressive(progressive);
+                    enc.set_sampling_factor(sampling);
+                    if restart > 0 {
+                        enc.set_restart_interval(restart);
+                    }
+                });
+                let mut variants = vec![file.clone()];
+                for at in (file.len() / 2..file.len() - 2).step_by(13) {
+                    let mut v = file.clone();
+                    v[at] ^= 0x5A;
+                    variants.push(v);
+                }
+                for v in &variants {
+                    for channels in [1, 3, 4] {
+                        let whole = decode_jpeg(v, channels, 1 << 20, Vec::new(), None);
+                        for rows in (1..h + 2).step_by(5) {
+                            let crop = decode_jpeg(v, channels, 1 << 20, Vec::new(), Some(rows));
+                            let Ok(crop) = crop else {
+                                assert!(whole.is_err(), "{h}x{w}: the crop failed alone");
+                                continue;
+                            };
+                            let Ok(whole) = &whole else { continue };
+                            let line = w * channels;
+                            let top = h.saturating_sub(rows) / 2;
+                            let kept = top * line..(top + rows.min(h)) * line;
+                            assert_eq!(
+                                crop.pixels[kept.clone()],
+                                whole.pixels[kept],
+                                "{h}x{w}x{channels}, crop {rows}, progressive {progressive}, \
+                                 restart {restart}"
+                            );
+                            compared += 1;
+                            if crop.pixels[(h - 1) * line..] != whole.pixels[(h - 1) * line..] {
+                                stopped_early += 1;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        assert!(compared > 2000, "{compared}");
+        // The decodes did stop early (their last rows were left unwritten).
+        assert!(
+            stopped_early > compared / 4,
+            "{stopped_early} of {compared}"
+        );
     }
 
     /// The vendored zune-jpeg reuses the Huffman tables it derived for earlier images of the
@@ -661,7 +759,11 @@ mod tests {
                 }));
             }
         }
-        let decode_one = |data: &[u8]| decode_jpeg(data, 3, 1 << 20, Vec::new()).unwrap().pixels;
+        let decode_one = |data: &[u8]| {
+            decode_jpeg(data, 3, 1 << 20, Vec::new(), None)
+                .unwrap()
+                .pixels
+        };
         let fresh: Vec<Vec<u8>> = files
             .iter()
             .map(|f| std::thread::scope(|s| s.spawn(|| decode_one(f)).join().unwrap()))

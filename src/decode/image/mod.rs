@@ -64,17 +64,22 @@ fn describe_unknown(data: &[u8]) -> String {
 ///
 /// Errors are messages for the caller to wrap with the record and feature.
 pub fn decode(data: &[u8], format: Format, channels: usize, max_pixels: u64) -> Result<Decoded> {
-    decode_reusing(data, format, channels, max_pixels, Vec::new())
+    decode_reusing(data, format, channels, max_pixels, Vec::new(), None)
 }
 
 /// [`decode`], writing the pixels into `scratch` (a previous image's buffer, so that a batch
 /// of images reuses one allocation).
+///
+/// `crop_rows`: the caller reads only the rows that a centred crop to that many rows keeps
+/// (`resize_with_crop_or_pad`'s); the rows below them may be left zero where stopping
+/// early saves work (a baseline JPEG's), the rows read are as [`decode`] gives them.
 pub fn decode_reusing(
     data: &[u8],
     format: Format,
     channels: usize,
     max_pixels: u64,
     scratch: Vec<u8>,
+    crop_rows: Option<usize>,
 ) -> Result<Decoded> {
     if !matches!(channels, 1 | 3 | 4) {
         return Err(Error::decode(format!(
@@ -109,7 +114,7 @@ pub fn decode_reusing(
     // a PanicException (a BaseException) out of a parse or a training step.
     let decoded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match format {
         Format::Png => decode_png(data, channels, max_pixels, scratch),
-        _ => decode_jpeg(data, channels, max_pixels, scratch),
+        _ => decode_jpeg(data, channels, max_pixels, scratch, crop_rows),
     }));
     let img = match decoded {
         Ok(result) => result?,
@@ -168,12 +173,21 @@ pub(super) fn image_column<'a, T: Pixel + ZeroBits + Default>(
     let mut out = DenseBatch::<T>::new(total, n)
         .map_err(|e| Error::spec(Some(rows.name()), format!("image batch too large: {e}")))?;
     let mut scratch = Vec::new(); // one pixel buffer, reused image after image
+                                  // A crop reads only the rows it keeps: the decoder may stop below them.
+    let crop = matches!(spec.resize, Resize::CropOrPad).then_some(spec.height);
     for (row, found) in mine.iter().enumerate() {
         let dst = out.row(row);
         let buf = std::mem::take(&mut scratch);
         let res = single_bytes(*found).and_then(|bytes| {
-            let img = decode_reusing(bytes, spec.format, spec.channels, spec.max_pixels, buf)
-                .map_err(|e| RowError::Row(e.detail()))?;
+            let img = decode_reusing(
+                bytes,
+                spec.format,
+                spec.channels,
+                spec.max_pixels,
+                buf,
+                crop,
+            )
+            .map_err(|e| RowError::Row(e.detail()))?;
             let fitted = fit(&img, spec, dst).map_err(|e| RowError::Row(e.detail()));
             scratch = img.pixels;
             fitted

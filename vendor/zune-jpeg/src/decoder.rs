@@ -157,6 +157,8 @@ pub struct JpegDecoder<T> {
     pub(crate) coeff:    usize, // Solves some weird bug :)
     /// Extended XMP segments
     pub(crate) extended_xmp_segments: Vec<ExtendedXmpSegment>,
+    /// (jaxrec) Output rows the caller reads: a baseline decode stops once they are written.
+    pub(crate) rows_wanted: Option<usize>,
 }
 
 impl<T> JpegDecoder<T>
@@ -203,6 +205,7 @@ where
             is_mjpeg:          false,
             coeff:             1,
             extended_xmp_segments: vec![],
+            rows_wanted:       None,
         }
     }
     /// Decode a buffer already in memory
@@ -824,6 +827,14 @@ where
     /// ```
     ///
     ///
+    /// (jaxrec) Decode only the first `rows` rows of the image where that saves work: a
+    /// baseline image whose components all come in its first scan stops once its first
+    /// `rows` output rows are written (each exactly as a whole decode writes it), leaving the
+    /// rest of the output as it was; other images decode whole.
+    pub fn set_rows_wanted(&mut self, rows: usize) {
+        self.rows_wanted = Some(rows);
+    }
+
     pub fn decode_into(&mut self, out: &mut [u8]) -> Result<(), DecodeErrors> {
         self.decode_headers_internal()?;
 

@@ -185,6 +185,12 @@ impl<T: ZByteReaderTrait> JpegDecoder<T> {
         }
 
         let mut pixels_written = 0;
+        // (jaxrec) Output bytes the caller reads (see `set_rows_wanted`); once written, the
+        // rest of the image is not decoded.
+        let bytes_wanted = self.rows_wanted.map(|rows| {
+            rows.saturating_mul(width)
+                .saturating_mul(self.options.jpeg_get_out_colorspace().num_components())
+        });
 
         let is_hv = usize::from(self.is_interleaved);
         let upsampler_scratch_size = is_hv * self.components.iter().map(|x| x.width_stride).max().unwrap_or(0) * 8;
@@ -258,6 +264,11 @@ impl<T: ZByteReaderTrait> JpegDecoder<T> {
                         &mut pixels_written,
                         &mut upsampler_scratch_space
                     )?;
+                    // (jaxrec) The rows wanted are written and final: the rows after them,
+                    // and the EOI marker, are left unread.
+                    if bytes_wanted.is_some_and(|wanted| pixels_written >= wanted) {
+                        return Ok(());
+                    }
                 }
 
                 match terminate {
