@@ -78,6 +78,7 @@ def test_every_record_once_per_epoch(tmp_path, shuffle):
     stats = loader.stats()
     assert stats["records"] == 3 * sum(sizes) and stats["batches"] == 18
     assert stats["padded_rows"] == 3 * (6 * 8 - sum(sizes))
+    assert stats["consumer_wait_seconds"] > 0 and stats["parse_seconds"] > 0
 
 
 def test_no_shuffle_keeps_file_order(tmp_path):
@@ -610,6 +611,34 @@ def test_the_planned_batches_count_their_depth_as_prefetched_and_hold_a_group_mo
     assert p.room(5)  # a group larger than the room goes when none wait
     p.add([9, 10, 11, 12, 13])
     assert [p.take() for _ in range(5)] == [9, 10, 11, 12, 13]
+
+
+def test_the_planner_is_resumed_once_a_group_not_once_a_batch(tmp_path, monkeypatch):
+    # The planner yields how few batches must wait for it to go on, and the taking thread
+    # resumes it only then: a resume that found no room cost a generator switch a batch.
+    from jaxrec._loader import pipeline
+
+    resumes = 0
+    plan = pipeline.Pipeline._plan
+
+    def counted(self):
+        nonlocal resumes
+        gen = plan(self)
+        while True:
+            resumes += 1
+            try:
+                limit = next(gen)
+            except StopIteration:
+                return
+            yield limit
+
+    monkeypatch.setattr(pipeline.Pipeline, "_plan", counted)
+    paths = write_files(tmp_path, [700, 700, 600])
+    loader = jr.Loader(paths, SPEC, batch_size=4, num_epochs=2, shuffle=True, seed=3)
+    ids, counts = epoch_ids(loader, epochs=2)
+    assert counts == [500, 500] and sorted(ids[0]) == sorted(ids[1]) == all_ids([700, 700, 600])
+    # 1,000 batches in groups of up to 64 (16 or so, and the ends of epochs and windows).
+    assert resumes < 100, resumes
 
 
 def test_the_handoff_holds_its_depth_in_order():

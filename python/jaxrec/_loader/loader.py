@@ -22,7 +22,6 @@ import json
 import os
 import secrets
 import threading
-import time
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
@@ -598,11 +597,9 @@ class Loader:
             self._run = run
         try:
             while True:
-                start = time.perf_counter()
                 item = run.get()
                 if item is END:
                     return
-                self._stats.add(batches=1, consumer_wait_seconds=time.perf_counter() - start)
                 batch, position, info = item
                 self._position = position
                 self.last_info = info

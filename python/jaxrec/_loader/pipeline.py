@@ -104,7 +104,7 @@ class _Planned:
     """The planned batches, in order, on their way to the thread that takes them.
 
     The planner and the taker are one thread (see the module's docstring), so nothing here
-    waits: the planner asks for :meth:`room` and yields until there is. ``stop()`` may clear it
+    waits: the planner yields until there is :meth:`room`. ``stop()`` may clear it
     from another thread (deque operations are atomic).
 
     The first ``depth`` (the prefetch plus the parse threads) are the batches prepared ahead
@@ -119,12 +119,19 @@ class _Planned:
         self.depth = depth
         self._items: collections.deque = collections.deque()
 
-    def room(self, n: int, ahead: int = 0) -> bool:
-        """Whether ``n`` more batches fit: at most ``depth + ahead`` wait then.
+    def limit(self, n: int, ahead: int = 0) -> int:
+        """``n`` more batches fit while fewer than this wait: at most ``depth + ahead`` then.
 
         A group larger than the room still fits once nothing waits (never a deadlock).
         """
-        return len(self._items) < max(1, self.depth + ahead - n + 1)
+        return max(1, self.depth + ahead - n + 1)
+
+    def room(self, n: int, ahead: int = 0) -> bool:
+        """Whether ``n`` more batches fit (see :meth:`limit`)."""
+        return len(self._items) < self.limit(n, ahead)
+
+    def __len__(self) -> int:
+        return len(self._items)
 
     def add(self, items: list) -> None:
         """Appends ``items`` (batches, END or a failure), room or not."""
@@ -349,8 +356,10 @@ class Pipeline:
         # Without devices to feed, the consumer finishes batches itself: one thread and one
         # queue hop less per batch.
         self.feeding = spec.to_device is not None
-        # Resumed by the taking thread (see the module's docstring); None once it has ended.
-        self._planner: Iterator[None] | None = self._plan()
+        # Resumed by the taking thread (see the module's docstring) once fewer than
+        # _resume_below batches wait; None once it has ended.
+        self._planner: Iterator[int] | None = self._plan()
+        self._resume_below = 1 << 62
         self.threads = []
         if self.feeding:
             self.threads.append(
@@ -393,10 +402,10 @@ class Pipeline:
         (``_Failure``); KeyboardInterrupt and SystemExit reach the caller at once.
         """
         planner = self._planner
-        if planner is None:
+        if planner is None or len(self.inflight) >= self._resume_below:
             return
         try:
-            next(planner)
+            self._resume_below = next(planner)
         except StopIteration:
             self._planner = None
         except Exception as e:  # handed to the consumer, after the batches planned before
@@ -428,10 +437,11 @@ class Pipeline:
         except BaseException as e:  # forwarded to the consumer, which re-raises it
             self._put(downstream, _Failure(e))
 
-    def _plan(self) -> Iterator[None]:
+    def _plan(self) -> Iterator[int]:
         """Plans the run's batches into ``inflight``, then END.
 
-        Yields whenever the next batches must wait for room.
+        Yields whenever the next batches must wait for room: how few must wait for it to go on
+        (so the taking thread resumes it only then, not once a batch to find no room).
         """
         s = self.spec
         b = s.batch_size
@@ -464,8 +474,9 @@ class Pipeline:
                         # beyond the prefetch (up to a group more), so that the parse threads
                         # work through it while the planner plans the next group (see
                         # _Planned). Room first, so parses run at most that far ahead.
-                        while not self.inflight.room(group, group):
-                            yield
+                        limit = self.inflight.limit(group, group)
+                        while len(self.inflight) >= limit:
+                            yield limit
                         if self._stop.is_set():
                             return
                         tickets = self.parses.submit_handles(*stream.registry.live(), handles, b)
@@ -491,8 +502,9 @@ class Pipeline:
                             continue
                         # With transforms a batch is one job on the pool, submitted only once
                         # it fits: a group's worth of transformed batches would pile up.
-                        while not self.inflight.room(1):
-                            yield
+                        limit = self.inflight.limit(1)
+                        while len(self.inflight) >= limit:
+                            yield limit
                         if self._stop.is_set():
                             return
                         part = (chunks, which[lo:hi], rows[lo:hi])
@@ -523,30 +535,40 @@ class Pipeline:
         with s.stats.timed("transform_seconds"):
             return s.transforms.apply(batch, info.epoch, info.index_in_epoch)
 
-    def _ready(self, item: tuple) -> tuple:
-        """Waits for a batch's job: ``(finished batch, position, info)``, in batch order."""
+    def _ready(self, item: tuple, taken_since: float | None = None) -> tuple:
+        """Waits for a batch's job: ``(finished batch, position, info)``, in batch order.
+
+        Its counters (padding, parse seconds) go to the stats; with ``taken_since`` (when the
+        consumer asked for it, ``time.perf_counter()``) also the consumer's, in one update.
+        """
         job, real, position, info = item
         s = self.spec
-        if real < s.batch_size:
-            s.stats.add(padded_rows=s.batch_size - real)
+        batch, seconds = self._finished(job, real, info)
+        if taken_since is None:
+            s.stats.add(padded_rows=s.batch_size - real, parse_seconds=seconds)
+        else:
+            s.stats.add(
+                padded_rows=s.batch_size - real,
+                parse_seconds=seconds,
+                batches=1,
+                consumer_wait_seconds=time.perf_counter() - taken_since,
+            )
+        return batch, position, info
+
+    def _finished(self, job: Any, real: int, info: BatchInfo) -> tuple[dict[str, Any], float]:
+        """The finished batch of a planned job, and the seconds its parse took here (or 0)."""
+        s = self.spec
         if s.transforms is not None:
             batch = job.result()
             s.transforms.check(batch, info.epoch, info.index_in_epoch)
-        elif job is not None:
-            batch = self._parsed(job)
-        else:  # no records: all padding
-            batch = s.finish(None, 0)
-        return batch, position, info
-
-    def _parsed(self, ticket: Any) -> dict[str, np.ndarray]:
-        """Waits for a finished batch of the parse queue (giving up if the run is stopped)."""
+            return batch, 0.0
+        if job is None:  # no records: all padding
+            return s.finish(None, 0), 0.0
         assert self.parses is not None
         while not self._stop.is_set():
-            got = self.parses.result(ticket, _POLL)
+            got = self.parses.result(job, _POLL)
             if got is not None:
-                parsed, seconds = got
-                self.spec.stats.add(parse_seconds=seconds)
-                return parsed
+                return got
         raise JaxrecError("the loader was stopped while a batch was being parsed")
 
     def _feed(self) -> None:
@@ -574,12 +596,16 @@ class Pipeline:
     def get(self) -> Any:
         """The next ``(batch, position after it, BatchInfo)``, or :data:`END`.
 
+        The batch is counted, and the time the caller waited for it.
+
         Raises:
             BaseException: whatever a pipeline thread raised (the data's errors among them).
         """
+        start = time.perf_counter()
         while True:
             if self.packed:
-                return self.packed.popleft()
+                ready = self.packed.popleft()
+                break
             if self.feeding:
                 try:
                     item = self.out.get(timeout=_POLL)
@@ -591,11 +617,16 @@ class Pipeline:
                 item = self._next_planned()
             if isinstance(item, _Failure):
                 raise item.exc
-            if item is END or self.feeding:
-                return item
+            if item is END:
+                return END
+            if self.feeding:
+                ready = item
+                break
             if self.stage is None:
-                return self._ready(item)
+                return self._ready(item, taken_since=start)
             self.packed.extend(self._ready_all(item))
+        self.spec.stats.add(batches=1, consumer_wait_seconds=time.perf_counter() - start)
+        return ready
 
     def _close_planner(self) -> None:
         """Ends the planner where it stands, closing its stream (its files and reads)."""
