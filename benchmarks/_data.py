@@ -26,16 +26,29 @@ import numpy as np
 import jaxrec as jr
 
 
-def rss_mib() -> float:
-    """Resident memory of this process now, in MiB (Linux; NaN elsewhere)."""
+def rss_mib(field: str = "VmRSS") -> float:
+    """Resident memory of this process now (``VmHWM``: its peak), in MiB (Linux; NaN elsewhere)."""
     try:
         with open("/proc/self/status") as f:
             for line in f:
-                if line.startswith("VmRSS:"):
+                if line.startswith(field + ":"):
                     return int(line.split()[1]) / 1024
     except OSError:
         pass
     return float("nan")
+
+
+def reset_peak_rss() -> bool:
+    """Starts a new peak RSS (``rss_mib("VmHWM")``) from the resident memory now.
+
+    Linux 4.0 and later; False where the kernel refuses (the caller then samples ``rss_mib``).
+    """
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
 
 
 class LoaderCpu:
