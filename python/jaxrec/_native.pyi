@@ -22,6 +22,8 @@ __all__ = [
     "serialize_tensor",
     "pack_documents",
     "masked_crc32c",
+    "chunk_ids",
+    "round_robin",
     "spare_batches",
     "release_spare_batches",
     "loader_started",
@@ -39,6 +41,12 @@ __all__ = [
 
 def name_thread(name: str) -> None:
     """Names the calling thread for the operating system (first 15 bytes; Linux only)."""
+
+def chunk_ids(handles: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
+    """The distinct chunk ids record handles point into, ascending."""
+
+def round_robin(per: list[npt.NDArray[np.uint64]], rounds: int, k: int) -> npt.NDArray[np.uint64]:
+    """Whole rounds of the interleave: block ``r`` of each piece in turn, for each round."""
 
 def masked_crc32c(data: bytes) -> int:
     """Masked CRC32C of `data`, as stored in TFRecord headers and footers."""
@@ -63,6 +71,9 @@ class Chunk:
     @property
     def payload_bytes(self) -> int: ...
     def position(self, i: int) -> tuple[int, int]: ...
+    def handles_between(
+        self, cid: int, first: int, last: int | None = None
+    ) -> npt.NDArray[np.uint64]: ...
 
 @final
 class RecordReader:

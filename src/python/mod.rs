@@ -24,6 +24,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(codecs::parse_tensor, m)?)?;
     m.add_function(wrap_pyfunction!(codecs::serialize_tensor, m)?)?;
     m.add_function(wrap_pyfunction!(records::masked_crc32c, m)?)?;
+    m.add_function(wrap_pyfunction!(records::chunk_ids, m)?)?;
+    m.add_function(wrap_pyfunction!(records::round_robin, m)?)?;
     m.add_function(wrap_pyfunction!(pack::pack_documents, m)?)?;
     m.add_function(wrap_pyfunction!(parser::spare_batches, m)?)?;
     m.add_function(wrap_pyfunction!(parser::release_spare_batches, m)?)?;

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::sync::{Mutex, MutexGuard};
 
-use numpy::PyArray1;
+use numpy::{PyArray1, PyReadonlyArray1};
 use pyo3::exceptions::{PyIndexError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
@@ -12,6 +12,7 @@ use pyo3::types::{PyBytes, PyDict, PyList};
 
 use super::errors::skip_dict;
 use crate::error::{Error, Location};
+use crate::pipeline::handles;
 use crate::records::compress::{self, Compression};
 use crate::records::crc;
 use crate::records::reader::{self, Range, ReaderOptions};
@@ -35,6 +36,42 @@ fn parse_compression(name: Option<&str>) -> Result<Option<Compression>, Error> {
 #[pyfunction]
 pub(super) fn masked_crc32c(data: &[u8]) -> u32 {
     crc::masked_crc32c(data)
+}
+
+/// The distinct chunk ids record handles point into, ascending.
+#[pyfunction]
+pub(super) fn chunk_ids<'py>(
+    py: Python<'py>,
+    handles: PyReadonlyArray1<'py, u64>,
+) -> PyResult<Bound<'py, PyArray1<u64>>> {
+    Ok(PyArray1::from_vec(
+        py,
+        handles::chunk_ids(handles.as_slice()?),
+    ))
+}
+
+/// Whole rounds of the interleave: round `r` holds block `r` (`k` handles) of each piece in
+/// turn, `per[p]` holding piece `p`'s `rounds` blocks.
+///
+/// Raises:
+///     ValueError: a piece holds other than `rounds * k` handles.
+#[pyfunction]
+pub(super) fn round_robin<'py>(
+    py: Python<'py>,
+    per: Vec<PyReadonlyArray1<'py, u64>>,
+    rounds: usize,
+    k: usize,
+) -> PyResult<Bound<'py, PyArray1<u64>>> {
+    let slices = per
+        .iter()
+        .map(|p| p.as_slice())
+        .collect::<Result<Vec<_>, _>>()?;
+    let out = handles::round_robin(&slices, rounds, k).ok_or_else(|| {
+        PyValueError::new_err(format!(
+            "round_robin: a piece holds other than {rounds} x {k} handles"
+        ))
+    })?;
+    Ok(PyArray1::from_vec(py, out))
 }
 
 /// Records read in one go from one file: one buffer and the payload range of each record.
@@ -107,6 +144,21 @@ impl Chunk {
             (Some(&offset), Some(&index)) => Ok((offset, index)),
             _ => Err(PyIndexError::new_err("chunk index out of range")),
         }
+    }
+
+    /// The handles (`cid << 32 | row`) of the rows whose record index lies in
+    /// `first..=last` (`last` None: no end), in row order: the Loader's records of this chunk
+    /// once it registered it as `cid`.
+    #[pyo3(signature = (cid, first, last=None))]
+    fn handles_between<'py>(
+        &self,
+        py: Python<'py>,
+        cid: u32,
+        first: u64,
+        last: Option<u64>,
+    ) -> Bound<'py, PyArray1<u64>> {
+        let h = handles::rows_between(u64::from(cid), &self.inner.indices, first, last);
+        PyArray1::from_vec(py, h)
     }
 
     /// Payload bytes in the chunk.

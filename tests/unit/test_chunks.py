@@ -158,3 +158,30 @@ def test_blocks_grow_for_large_records_when_the_loader_chooses_them(tmp_path, mo
         w.write_many([jr.encode_example({"x": bytes(400_000), "id": i}) for i in range(60)])
     _, used = batches(huge)
     assert max(used) == 7 << 20
+
+
+def test_a_chunk_s_handles_between_two_indices_are_numpy_s(tmp_path):
+    import jaxrec as jr
+    from jaxrec import _native
+
+    path = tmp_path / "f.tfrecord"
+    with jr.TFRecordWriter(path) as w:
+        w.write_many([b"x" * (i % 5) for i in range(40)])
+    reader = _native.RecordReader(str(path), start_index=100)
+    chunk = reader.read_chunk(25, 1 << 20)
+    idx = chunk.indices.astype(np.int64)  # 100..124
+    assert registry(0).next_id == 0 and registry(3).next_id == 3
+    for first, last in [
+        (0, None),
+        (100, None),
+        (107, None),
+        (130, None),
+        (103, 110),
+        (90, 99),
+        (124, 124),
+        (110, 103),
+    ]:
+        want = np.flatnonzero((idx >= first) & (idx <= (last if last is not None else 1 << 62)))
+        got = chunk.handles_between(7, first, last)
+        assert got.dtype == np.uint64
+        assert got.tolist() == ChunkRegistry.handles(7, want).tolist(), (first, last)

@@ -44,8 +44,12 @@ def _distinct(ids: np.ndarray, inverse: bool = True) -> tuple[np.ndarray, np.nda
 
 
 def chunk_ids(handles: np.ndarray) -> np.ndarray:
-    """The distinct chunk ids ``handles`` point into, ascending."""
-    return _distinct(handles >> np.uint64(_ROW_BITS), inverse=False)[0]
+    """The distinct chunk ids ``handles`` point into, ascending (uint64).
+
+    Native: handles come in runs of one chunk, each looked at once (numpy's passes over the
+    whole array took ~50 us for each of the planner's collections).
+    """
+    return _native.chunk_ids(np.ascontiguousarray(handles, dtype=np.uint64))
 
 
 class ChunkRegistry:
@@ -59,6 +63,11 @@ class ChunkRegistry:
 
     def __len__(self) -> int:
         return len(self._chunks)
+
+    @property
+    def next_id(self) -> int:
+        """The id the next chunk added gets."""
+        return self._next_id
 
     def add(self, file: int, chunk: _native.Chunk, nbytes: int) -> int:
         """Registers a chunk of file ``file`` holding ``nbytes`` bytes; returns its id."""

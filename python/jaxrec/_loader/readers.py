@@ -245,28 +245,28 @@ class PieceReader:
             self.ahead = None
             return False
         self.next_index = int(chunk.next_index)
-        idx = chunk.indices.astype(np.int64)
+        # The handles of the wanted rows, made once per chunk (takes hand out views of them),
+        # under the id the chunk gets if any row is wanted.
+        cid = self.registry.next_id
         if self.keep is not None:
-            rows = np.flatnonzero(np.isin(idx, self.keep))
-        elif len(idx) and idx[0] >= self.first and (self.last is None or idx[-1] <= self.last):
-            rows = np.arange(len(idx))  # the usual chunk: every record wanted (indices ascend)
-        elif self.last is None:
-            rows = np.flatnonzero(idx >= self.first)
+            rows = np.flatnonzero(np.isin(chunk.indices.astype(np.int64), self.keep))
+            handles = ChunkRegistry.handles(cid, rows)
         else:
-            rows = np.flatnonzero((idx >= self.first) & (idx <= self.last))
+            handles = chunk.handles_between(cid, self.first, self.last)
         nbytes = chunk.payload_bytes
-        if self.auto_chunks and len(idx):
+        framed = len(chunk)
+        if self.auto_chunks and framed:
             # The records framed, wanted or not, say how large this piece's records are.
-            per_record = nbytes / len(idx)
+            per_record = nbytes / framed
             self.chunk_bytes = int(
                 min(_AUTO_MAX_BYTES, max(AUTO_CHUNK_BYTES, _AUTO_RECORDS * per_record))
             )
-        if len(rows):
-            cid = self.registry.add(self.file, chunk, nbytes)
-            # The handles once per chunk; takes hand out views of them.
-            self.queue.append([cid, chunk, ChunkRegistry.handles(cid, rows), 0])
-            self.stats.add(records=len(rows))
-        self.stats.add(bytes=nbytes)
+        if len(handles):
+            self.registry.add(self.file, chunk, nbytes)
+            self.queue.append([cid, chunk, handles, 0])
+            self.stats.add(records=len(handles), bytes=nbytes)
+        else:
+            self.stats.add(bytes=nbytes)
         self._read_ahead()
         return True
 

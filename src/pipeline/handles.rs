@@ -1,0 +1,114 @@
+//! Record handles, the Loader's names for records: `chunk id << 32 | row` (row `row` of the
+//! chunk the Loader registered as `chunk id`; `jaxrec/_loader/chunks.py`). The planner moves
+//! arrays of them around once a group of batches (16k records); these are its steps that
+//! touch every handle, which in numpy took several passes and temporaries each.
+
+/// Bits of a handle that hold the row.
+pub const ROW_BITS: u32 = 32;
+
+/// The distinct chunk ids `handles` point into, ascending.
+///
+/// Handles come in runs of one chunk (a piece's records, a block of the interleave), so a run
+/// is looked at once.
+pub fn chunk_ids(handles: &[u64]) -> Vec<u64> {
+    let mut ids = Vec::new();
+    let mut last = None;
+    for &h in handles {
+        let id = h >> ROW_BITS;
+        if last != Some(id) {
+            ids.push(id);
+            last = Some(id);
+        }
+    }
+    ids.sort_unstable();
+    ids.dedup();
+    ids
+}
+
+/// Whole rounds of the interleave: round `r` holds block `r` (`k` handles) of each piece in
+/// turn, `per[p]` holding piece `p`'s `rounds` blocks one after the other.
+///
+/// `None` when a piece holds other than `rounds * k` handles.
+pub fn round_robin(per: &[&[u64]], rounds: usize, k: usize) -> Option<Vec<u64>> {
+    let block = k;
+    let total = rounds.checked_mul(k)?.checked_mul(per.len())?;
+    if per.iter().any(|p| Some(p.len()) != rounds.checked_mul(k)) {
+        return None;
+    }
+    let mut out = Vec::with_capacity(total);
+    for r in 0..rounds {
+        for p in per {
+            out.extend_from_slice(&p[r * block..(r + 1) * block]);
+        }
+    }
+    Some(out)
+}
+
+/// The handles of the rows of chunk `id` whose record index (`indices`, one per row) lies in
+/// `first..=last` (`last` `None`: no end), in row order.
+pub fn rows_between(id: u64, indices: &[u64], first: u64, last: Option<u64>) -> Vec<u64> {
+    let base = id << ROW_BITS;
+    let last = last.unwrap_or(u64::MAX);
+    indices
+        .iter()
+        .enumerate()
+        .filter(|&(_, &i)| first <= i && i <= last)
+        .map(|(row, _)| base | row as u64)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chunk_ids_are_distinct_and_ascending() {
+        let h = |id: u64, row: u64| id << ROW_BITS | row;
+        let handles = [
+            h(7, 0),
+            h(7, 1),
+            h(2, 5),
+            h(7, 2),
+            h(2, 0),
+            h(0, 9),
+            h(1 << 31, 3),
+        ];
+        assert_eq!(chunk_ids(&handles), vec![0, 2, 7, 1 << 31]);
+        assert!(chunk_ids(&[]).is_empty());
+    }
+
+    #[test]
+    fn rounds_take_a_block_of_each_piece_in_turn() {
+        let a = [1, 2, 3, 4, 5, 6];
+        let b = [10, 20, 30, 40, 50, 60];
+        assert_eq!(
+            round_robin(&[&a, &b], 3, 2),
+            Some(vec![1, 2, 10, 20, 3, 4, 30, 40, 5, 6, 50, 60])
+        );
+        assert_eq!(round_robin(&[&a, &b[..4]], 3, 2), None);
+        assert_eq!(round_robin(&[], 3, 2), Some(vec![]));
+    }
+
+    #[test]
+    fn rows_between_keep_the_indices_in_range() {
+        let idx = [3, 4, 7, 8, 9, 12];
+        assert_eq!(
+            rows_between(1, &[9, 2, 5], 3, Some(9)),
+            vec![1 << 32, 1 << 32 | 2]
+        );
+        let got = |first, last| -> Vec<u64> {
+            rows_between(5, &idx, first, last)
+                .iter()
+                .map(|h| h & 0xFFFF_FFFF)
+                .collect()
+        };
+        assert_eq!(got(0, None), vec![0, 1, 2, 3, 4, 5]);
+        assert_eq!(got(7, Some(9)), vec![2, 3, 4]);
+        assert_eq!(got(5, Some(6)), Vec::<u64>::new());
+        assert_eq!(got(13, None), Vec::<u64>::new());
+        assert_eq!(got(10, Some(2)), Vec::<u64>::new());
+        assert!(rows_between(5, &idx, 0, None)
+            .iter()
+            .all(|h| h >> ROW_BITS == 5));
+    }
+}
