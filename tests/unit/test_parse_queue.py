@@ -222,6 +222,30 @@ def test_timeout_returns_none_until_the_batch_is_parsed(tmp_path):
         assert queue.result(big)[0]["label"].shape == (200_000,)
 
 
+def test_a_waiting_consumer_is_woken_for_its_batch_and_the_next_or_by_a_slow_parse(tmp_path):
+    # Asleep, a consumer is woken once its batch and the three queued after it are done, or
+    # no parse is left queued, or a parse that took a millisecond or more ends (the queue's
+    # WAKE_AFTER and SLOW_BATCH_SECONDS): it never waits on more than that.
+    chunks = chunks_of(write(tmp_path / "a.tfrecord", 4), 4)
+    one = (np.array([0]), np.array([1]))
+    big = (np.zeros(300_000, np.int64), np.zeros(300_000, np.int64))
+    with opened(jr.ExampleParser(SPEC), 1) as queue:
+        # One thread: the small batch, then three large ones (tens of ms each).
+        small = queue.submit(chunks, *one)
+        larges = [queue.submit(chunks, *big) for _ in range(3)]
+        assert queue.result(small, timeout=30)[0]["label"].tolist() == [1]
+        # Woken as the first large parse ended (a slow one), not after all three.
+        assert queue.result(larges[2], timeout=0) is None
+        for t in larges:
+            assert queue.result(t, timeout=30)[0]["label"].shape == (300_000,)
+        # Fast batches: each comes, whether the ones after it are queued or not.
+        fast = [queue.submit(chunks, *one) for _ in range(6)]
+        for t in fast:
+            assert queue.result(t, timeout=30)[0]["label"].tolist() == [1]
+        last = queue.submit(chunks, *one)  # nothing queued after it
+        assert queue.result(last, timeout=30)[0]["label"].tolist() == [1]
+
+
 def test_close_drops_queued_batches_and_joins_the_threads(tmp_path):
     chunks = chunks_of(write(tmp_path / "a.tfrecord", 8), 8)
     before = parse_tids()
