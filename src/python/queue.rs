@@ -102,6 +102,8 @@ struct State {
     /// `(ticket, through)` of each thread asleep in [`ParseQueue::wait`]: it wants `ticket`,
     /// and is woken once every parse of `ticket..=through` is done (see [`WAKE_AFTER`]).
     sleepers: Vec<(u64, u64)>,
+    /// Threads that have started (and so carry their names).
+    started: usize,
 }
 
 impl State {
@@ -132,12 +134,12 @@ impl State {
     }
 }
 
-/// Batches a consumer that has to wait for one waits for in all: asleep, it is woken once the
-/// one it wants and the next `WAKE_AFTER - 1` queued are done (or no parse is left queued: it
-/// may be the planner, and the threads would run dry), not at each batch. When the parses are
-/// what it waits on, it then takes the ready batches one after another, and the parse threads
-/// wake it (a futex wake-up, and on these 2 vCPUs the preemption of a parse thread) a quarter
-/// as often: tokens through the Loader +4-5 % rec/s. A batch already done is taken at once.
+/// Batches a consumer that has to wait for one waits for in all: asleep, it is woken once the one
+/// it wants and the next `WAKE_AFTER - 1` queued are done (or sooner: see [`State::may_go`]), not
+/// at each batch; at its deadline it takes its batch if done. When the parses are what it waits on,
+/// it then takes the ready batches one after another, and the parse threads wake it (a futex
+/// wake-up, and on these 2 vCPUs the preemption of a parse thread) a quarter as often: tokens
+/// through the Loader +4-5 % rec/s. A batch already done is taken at once.
 const WAKE_AFTER: u64 = 4;
 
 /// A parse that took this long wakes a consumer whose batch is done (see [`State::may_go`]).
@@ -161,6 +163,8 @@ struct Shared {
     /// Signalled when a read is done or the queue closes (apart: the consumer waiting for a
     /// batch and the planner waiting for a read need not wake each other).
     read: Condvar,
+    /// Signalled as each thread starts (`State::started`).
+    started: Condvar,
 }
 
 impl Shared {
@@ -301,6 +305,8 @@ fn gather_strings<'a>(batch: &mut ParsedBatch<'a>) -> Box<[u8]> {
 
 fn work(shared: Arc<Shared>) {
     let parser = shared.parser.get();
+    shared.lock().started += 1;
+    shared.started.notify_all();
     loop {
         let task = {
             let mut st = shared.lock();
@@ -490,7 +496,14 @@ impl ParseQueue {
                     Some(d) => {
                         let left = d.saturating_duration_since(Instant::now());
                         if left.is_zero() {
-                            break Ok(None);
+                            // Its batch if done by now, though the ones after it are not.
+                            let st_ref = &mut *st;
+                            break take_ticket(
+                                &mut st_ref.open,
+                                &mut st_ref.done,
+                                ticket,
+                                "ticket",
+                            );
                         }
                         shared
                             .finished
@@ -564,7 +577,12 @@ impl ParseQueue {
     /// `form` (`jaxrec._parse.BatchForm`) makes [`Self::finished`] hand back finished batches.
     #[new]
     #[pyo3(signature = (parser, threads, form=None))]
-    fn new(parser: Py<ExampleParser>, threads: usize, form: Option<FormArg>) -> PyResult<Self> {
+    fn new(
+        py: Python<'_>,
+        parser: Py<ExampleParser>,
+        threads: usize,
+        form: Option<FormArg>,
+    ) -> PyResult<Self> {
         if threads == 0 {
             return Err(PyValueError::new_err(
                 "a ParseQueue needs at least one thread",
@@ -580,16 +598,37 @@ impl ParseQueue {
             work: Condvar::new(),
             finished: Condvar::new(),
             read: Condvar::new(),
+            started: Condvar::new(),
         });
         let mut workers = Vec::with_capacity(threads);
         for i in 0..threads {
             let s = Arc::clone(&shared);
-            let handle = std::thread::Builder::new()
+            let spawned = std::thread::Builder::new()
                 .name(format!("jaxrec-parse-{i}"))
-                .spawn(move || work(s))
-                .map_err(|e| PyRuntimeError::new_err(format!("cannot start a thread: {e}")))?;
-            workers.push(handle);
+                .spawn(move || work(s));
+            match spawned {
+                Ok(handle) => workers.push(handle),
+                Err(e) => {
+                    // The threads started so far end at once (the queue is closed), not left
+                    // waiting for work forever.
+                    drop(shared.shut());
+                    return Err(PyRuntimeError::new_err(format!(
+                        "cannot start a thread: {e}"
+                    )));
+                }
+            }
         }
+        // Returns once every thread runs: a thread takes its name (`top -H`, `perf`) only when
+        // it first runs, which on a busy machine came after a Loader's first batches.
+        py.detach(|| {
+            let mut st = shared.lock();
+            while st.started < threads {
+                st = shared
+                    .started
+                    .wait(st)
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+            }
+        });
         Ok(ParseQueue {
             shared,
             workers: Mutex::new(workers),
