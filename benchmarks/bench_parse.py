@@ -221,9 +221,20 @@ def tf_parse_fn(tf, workload: str, varlen: str = "sparse") -> Callable:
 
 
 def tf_dataset(
-    tf, files: list[str], parse: Callable, reads: int | None, threads: int, batch_size: int
+    tf,
+    files: list[str],
+    parse: Callable,
+    reads: int | None,
+    threads: int,
+    batch_size: int,
+    autotune: bool = True,
 ):
-    """batch-then-parse, the fast tf.data recipe for Examples, on a private pool of ``threads``."""
+    """batch-then-parse, the fast tf.data recipe for Examples, on a private pool of ``threads``.
+
+    ``autotune=False`` turns tf.data's autotuning off (``Options.autotune.enabled``): with it
+    on, tf.data fell into a slow mode in about half its passes on the project's 2-vCPU VM
+    (~235k rec/s for tokens and tabular, against 350-500k), and never in 5 passes without it.
+    """
     ds = tf.data.TFRecordDataset(files, num_parallel_reads=reads)
     ds = ds.batch(batch_size)
     ds = ds.map(parse, num_parallel_calls=threads)
@@ -231,6 +242,8 @@ def tf_dataset(
     opts = tf.data.Options()
     opts.threading.private_threadpool_size = threads
     opts.deterministic = False  # jaxrec's workers do not keep order either
+    if not autotune:
+        opts.autotune.enabled = False
     return ds.with_options(opts)
 
 
@@ -319,11 +332,18 @@ def main() -> int:
         for v, parse in parsers.items():
             found = check_first_batch(tf, files, spec, parse, args.batch_size)
             problems += [f"({v or 'tf'}) {p}" for p in found]
-        # Both read settings DESIGN.md asks for: on small cores, sequential reads often win.
-        for reads in (None, args.threads):
-            for v, parse in parsers.items():
-                ds = tf_dataset(tf, files, parse, reads, args.threads, args.batch_size)
-                runners[f"tf.data reads={reads} {v}".rstrip()] = lambda ds=ds: tf_batches(ds)
+        # Both read settings DESIGN.md asks for: on small cores, sequential reads often win;
+        # each with tf.data's autotuning on (its default) and off (see tf_dataset).
+        for autotune in (True, False):
+            for reads in (None, args.threads):
+                for v, parse in parsers.items():
+                    ds = tf_dataset(
+                        tf, files, parse, reads, args.threads, args.batch_size, autotune
+                    )
+                    name = f"tf.data reads={reads} {v}".rstrip() + (
+                        "" if autotune else " no-autotune"
+                    )
+                    runners[name] = lambda ds=ds: tf_batches(ds)
 
     # Warm up: the page cache (a full jaxrec pass) and tf's function tracing and pools.
     assert count_records(runners["jaxrec"]()) == records
@@ -390,11 +410,11 @@ def main() -> int:
         if tf is not None:
             same = "yes" if not problems else "NO: " + "; ".join(problems)
             print("first batch jaxrec == tf.data:", same)
-        print(f"{'config':<29} {'median rec/s':>13}   runs (rec/s)")
+        print(f"{'config':<38} {'median rec/s':>13}   runs (rec/s)")
         for name in runners:
             mark = "  <- tf.data best" if name == best else ""
             runs = " ".join(f"{r:,.0f}" for r in rps[name])
-            print(f"{name:<29} {median[name]:>13,.0f}   {runs}{mark}")
+            print(f"{name:<38} {median[name]:>13,.0f}   {runs}{mark}")
         if best:
             print(f"jaxrec / tf.data best: {ratio:.2f}x")
             print(f"jaxrec Loader / tf.data best: {result['loader_ratio_vs_tf_best']:.2f}x")
