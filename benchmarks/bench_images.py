@@ -33,6 +33,7 @@ from bench_parse import (
     loader_batches,
     record_counts,
     tf_fastest_run,
+    tf_options,
 )
 
 import jaxrec as jr
@@ -105,7 +106,7 @@ def tf_datasets(tf, files: list[str], threads: int, batch: int) -> dict[str, obj
 
     out = {}
     # The faster recipe also with tf.data's autotuning off: on, it fell into a slow mode in
-    # some passes (~3.2k img/s against 4.7-5.2k; bench_parse.py's tf_dataset).
+    # some passes (~3.2k img/s against 4.7-5.2k; see bench_parse.py's tf_options).
     for name, fn, autotunes in (
         ("decode_jpeg", decode, (True,)),
         ("decode_and_crop", decode_crop, (True, False)),
@@ -115,13 +116,10 @@ def tf_datasets(tf, files: list[str], threads: int, batch: int) -> dict[str, obj
                 ds = tf.data.TFRecordDataset(files, num_parallel_reads=reads)
                 ds = ds.map(fn, num_parallel_calls=threads).batch(batch)
                 ds = ds.prefetch(tf.data.AUTOTUNE)
-                opts = tf.data.Options()
-                opts.threading.private_threadpool_size = threads
-                opts.deterministic = False
-                if not autotune:
-                    opts.autotune.enabled = False
                 suffix = "" if autotune else " no-autotune"
-                out[f"tf.data {name} reads={reads}{suffix}"] = ds.with_options(opts)
+                out[f"tf.data {name} reads={reads}{suffix}"] = ds.with_options(
+                    tf_options(tf, threads, autotune)
+                )
     return out
 
 

@@ -220,6 +220,21 @@ def tf_parse_fn(tf, workload: str, varlen: str = "sparse") -> Callable:
     return parse
 
 
+def tf_options(tf, threads: int, autotune: bool = True):
+    """tf.data's options for both benchmarks: a private pool of ``threads``, any order.
+
+    ``autotune=False`` turns tf.data's autotuning off (``Options.autotune.enabled``): with it
+    on, tf.data fell into a slow mode in about half its passes on the project's 2-vCPU VM
+    (~235k rec/s for tokens and tabular, against 350-500k), and never in 5 passes without it.
+    """
+    opts = tf.data.Options()
+    opts.threading.private_threadpool_size = threads
+    opts.deterministic = False  # jaxrec's workers do not keep order either
+    if not autotune:
+        opts.autotune.enabled = False
+    return opts
+
+
 def tf_dataset(
     tf,
     files: list[str],
@@ -229,22 +244,12 @@ def tf_dataset(
     batch_size: int,
     autotune: bool = True,
 ):
-    """batch-then-parse, the fast tf.data recipe for Examples, on a private pool of ``threads``.
-
-    ``autotune=False`` turns tf.data's autotuning off (``Options.autotune.enabled``): with it
-    on, tf.data fell into a slow mode in about half its passes on the project's 2-vCPU VM
-    (~235k rec/s for tokens and tabular, against 350-500k), and never in 5 passes without it.
-    """
+    """batch-then-parse, the fast tf.data recipe for Examples (options: :func:`tf_options`)."""
     ds = tf.data.TFRecordDataset(files, num_parallel_reads=reads)
     ds = ds.batch(batch_size)
     ds = ds.map(parse, num_parallel_calls=threads)
     ds = ds.prefetch(tf.data.AUTOTUNE)
-    opts = tf.data.Options()
-    opts.threading.private_threadpool_size = threads
-    opts.deterministic = False  # jaxrec's workers do not keep order either
-    if not autotune:
-        opts.autotune.enabled = False
-    return ds.with_options(opts)
+    return ds.with_options(tf_options(tf, threads, autotune))
 
 
 def tf_batches(ds) -> Iterator[dict]:

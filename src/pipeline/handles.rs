@@ -30,15 +30,14 @@ pub fn chunk_ids(handles: &[u64]) -> Vec<u64> {
 ///
 /// `None` when a piece holds other than `rounds * k` handles.
 pub fn round_robin(per: &[&[u64]], rounds: usize, k: usize) -> Option<Vec<u64>> {
-    let block = k;
-    let total = rounds.checked_mul(k)?.checked_mul(per.len())?;
-    if per.iter().any(|p| Some(p.len()) != rounds.checked_mul(k)) {
+    let each = rounds.checked_mul(k)?;
+    if per.iter().any(|p| p.len() != each) {
         return None;
     }
-    let mut out = Vec::with_capacity(total);
+    let mut out = Vec::with_capacity(each * per.len()); // the pieces' handles, all in memory
     for r in 0..rounds {
         for p in per {
-            out.extend_from_slice(&p[r * block..(r + 1) * block]);
+            out.extend_from_slice(&p[r * k..(r + 1) * k]);
         }
     }
     Some(out)

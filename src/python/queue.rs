@@ -488,30 +488,13 @@ impl ParseQueue {
                     let st_ref = &mut *st;
                     break take_ticket(&mut st_ref.open, &mut st_ref.done, ticket, "ticket");
                 }
-                st = match deadline {
-                    None => shared
-                        .finished
-                        .wait(st)
-                        .unwrap_or_else(std::sync::PoisonError::into_inner),
-                    Some(d) => {
-                        let left = d.saturating_duration_since(Instant::now());
-                        if left.is_zero() {
-                            // Its batch if done by now, though the ones after it are not.
-                            let st_ref = &mut *st;
-                            break take_ticket(
-                                &mut st_ref.open,
-                                &mut st_ref.done,
-                                ticket,
-                                "ticket",
-                            );
-                        }
-                        shared
-                            .finished
-                            .wait_timeout(st, left)
-                            .unwrap_or_else(std::sync::PoisonError::into_inner)
-                            .0
-                    }
-                };
+                let past;
+                (st, past) = sleep(&shared.finished, st, deadline);
+                if past {
+                    // Its batch if done by now, though the ones after it are not.
+                    let st_ref = &mut *st;
+                    break take_ticket(&mut st_ref.open, &mut st_ref.done, ticket, "ticket");
+                }
             };
             if let Some(at) = st.sleepers.iter().position(|&s| s == me) {
                 st.sleepers.swap_remove(at);
@@ -552,24 +535,37 @@ impl ParseQueue {
                 if let Some(found) = take(&mut st)? {
                     return Ok(Some(found));
                 }
-                st = match deadline {
-                    None => signal
-                        .wait(st)
-                        .unwrap_or_else(std::sync::PoisonError::into_inner),
-                    Some(d) => {
-                        let left = d.saturating_duration_since(Instant::now());
-                        if left.is_zero() {
-                            return Ok(None);
-                        }
-                        signal
-                            .wait_timeout(st, left)
-                            .unwrap_or_else(std::sync::PoisonError::into_inner)
-                            .0
-                    }
-                };
+                let past;
+                (st, past) = sleep(signal, st, deadline);
+                if past {
+                    return Ok(None);
+                }
             }
         })
     }
+}
+
+/// Waits on `signal` (releasing `st` meanwhile) until it is signalled or `deadline` comes;
+/// `true` with `st` as it was when the deadline has already passed (nothing waited).
+fn sleep<'a>(
+    signal: &Condvar,
+    st: MutexGuard<'a, State>,
+    deadline: Option<Instant>,
+) -> (MutexGuard<'a, State>, bool) {
+    let Some(d) = deadline else {
+        let st = signal
+            .wait(st)
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        return (st, false);
+    };
+    let left = d.saturating_duration_since(Instant::now());
+    if left.is_zero() {
+        return (st, true);
+    }
+    let (st, _) = signal
+        .wait_timeout(st, left)
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    (st, false)
 }
 
 #[pymethods]

@@ -23,8 +23,8 @@ _ROW_BITS = 32
 _ROW_MASK = (1 << _ROW_BITS) - 1
 
 
-def _distinct(ids: np.ndarray, inverse: bool = True) -> tuple[np.ndarray, np.ndarray | None]:
-    """The distinct values of ``ids``, ascending, and (``inverse``) each one's place in them.
+def _distinct(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct values of ``ids``, ascending, and each one's place in them.
 
     Ids in use are few and close together (chunks are numbered as they are read): marks in a
     table over their range find them in O(n), where np.unique sorts (in the planner,
@@ -35,12 +35,12 @@ def _distinct(ids: np.ndarray, inverse: bool = True) -> tuple[np.ndarray, np.nda
     low = int(ids.min())
     span = int(ids.max()) - low + 1
     if span > 4 * len(ids) + 1024:
-        return np.unique(ids, return_inverse=True) if inverse else (np.unique(ids), None)
+        return np.unique(ids, return_inverse=True)
     offsets = (ids - ids.dtype.type(low)).astype(np.int64)
     used = np.zeros(span, dtype=bool)
     used[offsets] = True
     unique = (np.flatnonzero(used) + low).astype(ids.dtype)
-    return unique, (np.cumsum(used) - 1)[offsets] if inverse else None
+    return unique, (np.cumsum(used) - 1)[offsets]
 
 
 def chunk_ids(handles: np.ndarray) -> np.ndarray:
@@ -100,7 +100,6 @@ class ChunkRegistry:
         ids = (handles >> np.uint64(_ROW_BITS)).astype(np.int64)
         rows = (handles & np.uint64(_ROW_MASK)).astype(np.int64)
         unique, which = _distinct(ids)
-        assert which is not None
         chunks = [self._chunks[i][1] for i in unique.tolist()]
         return chunks, which.astype(np.int64, copy=False), rows
 

@@ -264,9 +264,7 @@ class PieceReader:
         if len(handles):
             self.registry.add(self.file, chunk, nbytes)
             self.queue.append([cid, chunk, handles, 0])
-            self.stats.add(records=len(handles), bytes=nbytes)
-        else:
-            self.stats.add(bytes=nbytes)
+        self.stats.add(records=len(handles), bytes=nbytes)
         self._read_ahead()
         return True
 
