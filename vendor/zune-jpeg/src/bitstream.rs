@@ -267,6 +267,24 @@ impl BitStream {
             // we revert the read later on (if we have 255), if this fails, we use the normal
             // byte at a time read
 
+            // (jaxrec) Where 8 bytes remain, take as many whole bytes as the buffer holds
+            // (4-8: it holds fewer than 32 bits) if none of them is 0xFF (a stuffed byte or a
+            // marker), and give back the rest: half as many refills as 4 bytes at a time.
+            if let Ok(bytes) = reader.read_fixed_bytes_or_error::<8>() {
+                let room = usize::from((64 - self.bits_left) >> 3);
+                let taken = u64::from_be_bytes(bytes) >> (64 - 8 * room);
+                if !has_ff_byte(taken) {
+                    // `<< 1 <<` as the shift is 64 when the buffer is empty
+                    self.buffer = (self.buffer << 1 << (8 * room - 1)) | taken;
+                    self.bits_left += 8 * room as u8;
+                    self.aligned_buffer = self.buffer << (64 - self.bits_left);
+                    if room < 8 {
+                        reader.rewind(8 - room)?;
+                    }
+                    return Ok(true);
+                }
+                reader.rewind(8)?;
+            }
             if let Ok(bytes) = reader.read_fixed_bytes_or_error::<4>() {
                 // we have 4 bytes to spare, read the 4 bytes into a temporary buffer
                 // create buffer
@@ -807,6 +825,13 @@ const fn has_zero(v: u32) -> bool {
     // Retrieved from Stanford bithacks
     // @ https://graphics.stanford.edu/~seander/bithacks.html#ZeroInWord
     return !((((v & 0x7F7F_7F7F) + 0x7F7F_7F7F) | v) | 0x7F7F_7F7F) != 0;
+}
+
+/// (jaxrec) Whether a byte of `v` is 0xFF (bytes above the ones read are 0, so never count).
+#[inline(always)]
+const fn has_ff_byte(v: u64) -> bool {
+    let inv = !v; // 0xFF bytes become the zero bytes looked for
+    (inv.wrapping_sub(0x0101_0101_0101_0101) & !inv & 0x8080_8080_8080_8080) != 0
 }
 
 const fn has_byte(b: u32, val: u8) -> bool {
