@@ -425,26 +425,30 @@ impl BitStream {
             if pair != 0 {
                 // FAST AC path: one coefficient, and the next one too where its bits are
                 // among those peeked (see `HuffmanTable::ac_pairs`).
-                pos += ((pair >> 8) & 15) as usize; // run
+                pos += ((pair >> 10) & 15) as usize; // run
                 // pos < 64 + 16 here: the padded table maps past-the-end runs to 63, and
                 // `& 127` lets the compiler drop the bounds check.
                 let t_pos = usize::from(UN_ZIGZAG_U8[pos & 127]) & 63;
-                block[t_pos] = i32::from((pair >> 16) as u8 as i8) * qt_table[t_pos];
+                block[t_pos] = (pair as i32 >> 24) * qt_table[t_pos];
                 pos += 1;
                 if pos >= 64 {
                     // The block ends with this coefficient: whatever follows is the next
                     // block's.
-                    self.drop_bits(((pair >> 4) & 15) as u8);
+                    self.drop_bits(((pair >> 6) & 15) as u8);
                     break;
                 }
                 let both = pair & 15;
-                pos += ((pair >> 12) & 15) as usize;
+                pos += ((pair >> 14) & 15) as usize;
                 // Without a second coefficient this writes a 0 to the next position, which is
                 // still 0: no branch on whether there is one.
                 let t_pos = usize::from(UN_ZIGZAG_U8[pos & 127]) & 63;
-                block[t_pos] = i32::from((pair >> 24) as u8 as i8) * qt_table[t_pos];
-                pos += usize::from(both != (pair >> 4) & 15);
-                self.drop_bits(both as u8);
+                block[t_pos] = ((pair << 8) as i32 >> 26) * qt_table[t_pos];
+                pos += usize::from(both != (pair >> 6) & 15);
+                // The entry's low 6 bits are `both` (bits 4-5 are 0), and a shift takes the
+                // low 6 bits of its count: the next lookup waits on the load alone, not on
+                // masking what it loaded too.
+                self.aligned_buffer = self.aligned_buffer.wrapping_shl(pair);
+                self.bits_left = self.bits_left.saturating_sub(both as u8);
             } else {
                 symbol = ac_table.lookup[(symbol >> (FAST_AC_BITS - HUFF_LOOKAHEAD)) as usize];
                 decode_huff!(self, symbol, ac_table);

@@ -45,10 +45,12 @@ pub struct HuffmanTable {
     pub(crate) ac_lookup: Option<[i16; 1 << FAST_AC_BITS]>,
 
     /// `ac_lookup` for up to two AC coefficients at once: where the `FAST_AC_BITS` bits
-    /// peeked hold one fast coefficient and, after it, all of a second one, both (see
-    /// `BitStream::decode_mcu_block`). Bits 0-3: the bits both take (or the first alone), 4-7:
-    /// the first's bits, 8-11 and 12-15: their runs (0 without a second), 16-23 and 24-31:
-    /// their values as `i8` (0 without a second). 0: the first is not a fast coefficient.
+    /// peeked hold one fast coefficient and, after it, all of a second one whose value fits
+    /// 6 bits, both (see `BitStream::decode_mcu_block`). Bits 0-3: the bits both take (or the
+    /// first alone), 4-5: 0, so that the low 6 bits are that count as a shift takes it; 6-9:
+    /// the first's bits; 10-13 and 14-17: their runs (0 without a second); 18-23: the second's
+    /// value as a 6-bit signed number, 24-31: the first's as an `i8` (0 without a second).
+    /// 0: the first is not a fast coefficient.
     pub(crate) ac_pairs: Option<[u32; 1 << FAST_AC_BITS]>,
 
     /// Directly represent contents of a JPEG DHT marker
@@ -233,29 +235,32 @@ impl HuffmanTable {
                 }
             }
             let mut pairs = [0_u32; 1 << FAST_AC_BITS];
+            let run = |e: i16| ((e >> 4) & 15) as u32;
+            let value = |e: i16| i32::from((e >> 8) as i8);
             for (i, pair) in pairs.iter_mut().enumerate() {
                 let first = fast_ac[i];
                 if first == 0 {
                     continue;
                 }
                 let len1 = (first & 15) as u32;
-                let field = |e: i16| ((e >> 4) & 15) as u32 | (u32::from((e >> 8) as i8 as u8) << 8);
                 // The bits after the first coefficient, left-aligned: a second coefficient
-                // counts only when all of its bits are among them.
+                // counts only when all of its bits are among them, and its value fits 6 bits.
                 let next = (i << len1) & ((1 << FAST_AC_BITS) - 1);
                 let second = fast_ac[next];
-                let (total, second) = if second != 0 && (second & 15) as u32 <= u32::from(FAST_AC_BITS) - len1 {
-                    (len1 + (second & 15) as u32, field(second))
+                let (total, run2, value2) = if second != 0
+                    && (second & 15) as u32 <= u32::from(FAST_AC_BITS) - len1
+                    && (-32..=31).contains(&value(second))
+                {
+                    (len1 + (second & 15) as u32, run(second), value(second))
                 } else {
-                    (len1, 0)
+                    (len1, 0, 0)
                 };
-                let first = field(first);
                 *pair = total
-                    | len1 << 4
-                    | (first & 15) << 8
-                    | (second & 15) << 12
-                    | (first >> 8) << 16
-                    | (second >> 8) << 24;
+                    | len1 << 6
+                    | run(first) << 10
+                    | run2 << 14
+                    | (value2 as u32 & 63) << 18
+                    | (value(first) as u32 & 255) << 24;
             }
             self.ac_lookup = Some(fast_ac);
             self.ac_pairs = Some(pairs);
