@@ -9,11 +9,13 @@ the baseline. jaxrec runs twice: on the raw path (``read_chunks`` + ``ExamplePar
 threads, as bench_parse.py) and through ``jr.Loader`` (interleave, fixed-shape batches, the last
 one padded). Runs alternate so drift on a shared machine hits every configuration alike.
 
-Each side runs in a process of its own (``--worker``), asked for one pass at a time, so only one
-pass runs at any moment and neither side's library is loaded in the other's process. In one
-process, the Loader's passes ran ~10 % slower in the runs with tf.data's autotuned
-configurations than in those without (7.0-7.4k against 8.0-8.4k img/s), with 3-10x the kernel
-time, though no other thread used CPU during them; the cause was not found.
+Each configuration runs in a process of its own (``--worker``), asked for one pass at a time,
+so only one pass runs at any moment and no configuration shares a process, its allocator's
+memory or its library's threads with another. In one process, the Loader's passes ran ~10 %
+slower in the runs that also held tf.data's autotuned configurations (7.0-7.4k against 8.0-8.4k
+img/s) and when the raw path ran between them: those passes faulted in 35-90 fresh huge pages
+each (the raw path's batches had taken the memory the Loader's would reuse), against none for a
+Loader alone, and took 3-10x the kernel time.
 
     python benchmarks/bench_images.py --images 4096 --threads 2
 """
@@ -88,6 +90,21 @@ SPEC = {
 }
 
 
+# tf.data's recipes: (map function, autotuning), each with sequential and parallel reads. The
+# faster recipe also runs with tf.data's autotuning off: on, it fell into a slow mode in some
+# passes (~3.2k img/s against 4.7-5.2k; see bench_parse.py's tf_options).
+TF_RECIPES = (("decode_jpeg", True), ("decode_and_crop", True), ("decode_and_crop", False))
+
+
+def tf_config_names(threads: int) -> list[str]:
+    """tf.data's configurations, named as the results print them."""
+    return [
+        f"tf.data {recipe} reads={reads}{'' if autotune else ' no-autotune'}"
+        for recipe, autotune in TF_RECIPES
+        for reads in (None, threads)
+    ]
+
+
 def tf_datasets(tf, files: list[str], threads: int, batch: int) -> dict[str, object]:
     feats = {
         "image": tf.io.FixedLenFeature([], tf.string),
@@ -111,22 +128,15 @@ def tf_datasets(tf, files: list[str], threads: int, batch: int) -> dict[str, obj
         img = tf.image.resize_with_crop_or_pad(img, SIZE, SIZE)
         return {"image": img, "label": tf.cast(ex["label"], tf.int32)}
 
-    out = {}
-    # The faster recipe also with tf.data's autotuning off: on, it fell into a slow mode in
-    # some passes (~3.2k img/s against 4.7-5.2k; see bench_parse.py's tf_options).
-    for name, fn, autotunes in (
-        ("decode_jpeg", decode, (True,)),
-        ("decode_and_crop", decode_crop, (True, False)),
-    ):
-        for autotune in autotunes:
-            for reads in (None, threads):
-                ds = tf.data.TFRecordDataset(files, num_parallel_reads=reads)
-                ds = ds.map(fn, num_parallel_calls=threads).batch(batch)
-                ds = ds.prefetch(tf.data.AUTOTUNE)
-                suffix = "" if autotune else " no-autotune"
-                out[f"tf.data {name} reads={reads}{suffix}"] = ds.with_options(
-                    tf_options(tf, threads, autotune)
-                )
+    fns = {"decode_jpeg": decode, "decode_and_crop": decode_crop}
+    datasets = []
+    for recipe, autotune in TF_RECIPES:
+        for reads in (None, threads):
+            ds = tf.data.TFRecordDataset(files, num_parallel_reads=reads)
+            ds = ds.map(fns[recipe], num_parallel_calls=threads).batch(batch)
+            ds = ds.prefetch(tf.data.AUTOTUNE)
+            datasets.append(ds.with_options(tf_options(tf, threads, autotune)))
+    out = dict(zip(tf_config_names(threads), datasets, strict=True))
     return out
 
 
@@ -145,24 +155,23 @@ def check_first_batch(tf, files: list[str], batch: int) -> dict:
     }
 
 
-def side_runners(
-    side: str, args: argparse.Namespace, files: list[str]
-) -> tuple[dict[str, Callable[[], Iterator[dict]]], dict | None, str | None]:
-    """One side's passes by name (jaxrec's two, or tf.data's configurations), with tf.data's
-    first-batch check and TensorFlow's version on the tf.data side."""
-    if side == "jaxrec":
+def make_runner(
+    config: str, args: argparse.Namespace, files: list[str], check: bool
+) -> tuple[Callable[[], Iterator[dict]], dict | None, str | None]:
+    """The pass of one configuration, with tf.data's first-batch check (``check``) and
+    TensorFlow's version where it is one of tf.data's."""
+    if config == "jaxrec":
         size = sum(os.path.getsize(f) for f in files)
         chunk_bytes = int(1.25 * args.batch_size * size / args.images)
+        return (
+            lambda: jaxrec_batches(files, SPEC, args.threads, args.batch_size, chunk_bytes),
+            None,
+            None,
+        )
+    if config == "jaxrec Loader":
         counts = record_counts(files, SPEC, args.batch_size)
         return (
-            {
-                "jaxrec": lambda: jaxrec_batches(
-                    files, SPEC, args.threads, args.batch_size, chunk_bytes
-                ),
-                "jaxrec Loader": lambda: loader_batches(
-                    files, SPEC, args.threads, args.batch_size, counts
-                ),
-            },
+            lambda: loader_batches(files, SPEC, args.threads, args.batch_size, counts),
             None,
             None,
         )
@@ -170,44 +179,42 @@ def side_runners(
 
     tf.config.threading.set_inter_op_parallelism_threads(args.threads)
     tf.config.threading.set_intra_op_parallelism_threads(args.threads)
-    check = check_first_batch(tf, files, args.batch_size)
-    runners = {
-        name: (lambda ds=ds: ds.as_numpy_iterator())
-        for name, ds in tf_datasets(tf, files, args.threads, args.batch_size).items()
-    }
-    return runners, check, tf.__version__
+    checked = check_first_batch(tf, files, args.batch_size) if check else None
+    ds = tf_datasets(tf, files, args.threads, args.batch_size)[config]
+    return ds.as_numpy_iterator, checked, tf.__version__
 
 
-def serve(side: str, args: argparse.Namespace) -> int:
-    """``--worker SIDE``: runs one side's passes as the parent asks, one JSON line each.
+def serve(args: argparse.Namespace) -> int:
+    """``--worker CONFIG``: runs that configuration's passes as the parent asks.
 
-    Its first line names its passes; then each line read from stdin is a pass to run, answered
-    with that pass's seconds and image count.
+    Its first line (JSON) says it is ready; then each line read from stdin asks for a pass,
+    answered with the pass's seconds and image count.
     """
     files = dataset(args.images, args.files, args.data_dir)
-    runners, check, version = side_runners(side, args, files)
-    for run in runners.values():  # warm up: page cache, tf tracing and pools
-        for _ in zip(range(2), run(), strict=False):
-            pass
-    print(json.dumps({"configs": list(runners), "check": check, "tensorflow": version}), flush=True)
-    for line in sys.stdin:
+    run, check, version = make_runner(args.worker, args, files, args.check)
+    for _ in zip(range(2), run(), strict=False):  # warm up: page cache, tf tracing and pools
+        pass
+    print(json.dumps({"check": check, "tensorflow": version}), flush=True)
+    for _ in sys.stdin:
         t0 = time.perf_counter()
-        n = count_records(runners[line.strip()]())
+        n = count_records(run())
         print(json.dumps({"seconds": time.perf_counter() - t0, "images": n}), flush=True)
     return 0
 
 
 class Worker:
-    """A side's process (``serve``), asked for one pass at a time."""
+    """A configuration's process (``serve``), asked for one pass at a time."""
 
-    def __init__(self, side: str, args: argparse.Namespace):
+    def __init__(self, config: str, args: argparse.Namespace, check: bool):
         passed = ["--images", str(args.images), "--files", str(args.files)]
         passed += ["--threads", str(args.threads), "--batch-size", str(args.batch_size)]
         if args.data_dir:
             passed += ["--data-dir", str(args.data_dir)]
-        self.side = side
+        if check:
+            passed.append("--check")
+        self.config = config
         self.proc = subprocess.Popen(
-            [sys.executable, os.path.abspath(__file__), "--worker", side, *passed],
+            [sys.executable, os.path.abspath(__file__), "--worker", config, *passed],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
@@ -216,11 +223,13 @@ class Worker:
     def reply(self) -> dict:
         line = self.proc.stdout.readline()
         if not line:
-            raise SystemExit(f"the {self.side} worker ended (exit status {self.proc.wait()})")
+            raise SystemExit(
+                f"the worker of {self.config!r} ended (exit status {self.proc.wait()})"
+            )
         return json.loads(line)
 
-    def run(self, name: str) -> dict:
-        self.proc.stdin.write(name + "\n")
+    def run(self) -> dict:
+        self.proc.stdin.write("pass\n")
         self.proc.stdin.flush()
         return self.reply()
 
@@ -241,35 +250,37 @@ def main() -> int:
     p.add_argument("--data-dir", type=Path, default=None)
     p.add_argument("--no-tf", action="store_true", help="jaxrec only (tensorflow not needed)")
     p.add_argument("--json", action="store_true")
-    p.add_argument("--worker", choices=("jaxrec", "tf"), help=argparse.SUPPRESS)
+    p.add_argument("--worker", help=argparse.SUPPRESS)  # a configuration's process
+    p.add_argument("--check", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.worker:
-        return serve(args.worker, args)
+        return serve(args)
 
     command = shlex.join([os.path.basename(sys.executable), *sys.argv])
     files = dataset(args.images, args.files, args.data_dir)  # written once, before the workers
     size = sum(os.path.getsize(f) for f in files)
-    workers = [Worker(side, args) for side in ("jaxrec",) + (() if args.no_tf else ("tf",))]
+    configs = ["jaxrec", "jaxrec Loader"] + ([] if args.no_tf else tf_config_names(args.threads))
+    check_in = None if args.no_tf else configs[2]  # tf.data's first configuration checks
+    workers = {name: Worker(name, args, name == check_in) for name in configs}
     try:
-        hello = {w.side: w.reply() for w in workers}
-        passes = {name: w for w in workers for name in hello[w.side]["configs"]}
-        check = hello.get("tf", {}).get("check")
-        tf_version = hello.get("tf", {}).get("tensorflow")
-        times: dict[str, list[float]] = {name: [] for name in passes}
+        hello = {name: w.reply() for name, w in workers.items()}
+        check = hello[check_in]["check"] if check_in else None
+        tf_version = hello[check_in]["tensorflow"] if check_in else None
+        times: dict[str, list[float]] = {name: [] for name in configs}
         for _ in range(args.repeats):
-            for name, worker in passes.items():
-                done = worker.run(name)
+            for name, worker in workers.items():
+                done = worker.run()
                 times[name].append(done["seconds"])
                 if done["images"] != args.images:
                     raise SystemExit(
                         f"{name} produced {done['images']} images, expected {args.images}"
                     )
     finally:
-        for w in workers:
+        for w in workers.values():
             w.close()
     ips = {name: [args.images / t for t in ts] for name, ts in times.items()}
     median = {name: statistics.median(v) for name, v in ips.items()}
-    tf_names = [n for n in passes if not n.startswith("jaxrec")]
+    tf_names = [n for n in configs if not n.startswith("jaxrec")]
     best = max(tf_names, key=median.get) if tf_names else None
     ratio = median["jaxrec"] / median[best] if best else None
     loader_ratio = median["jaxrec Loader"] / median[best] if best else None
@@ -306,7 +317,7 @@ def main() -> int:
     if check:
         print(f"first batch vs tf.data: {check}")
     print(f"{'config':<47} {'median img/s':>13}   runs (img/s)")
-    for name in passes:
+    for name in configs:
         mark = "  <- tf.data best" if name == best else ""
         runs = " ".join(f"{r:,.0f}" for r in ips[name])
         print(f"{name:<47} {median[name]:>13,.0f}   {runs}{mark}")
