@@ -96,16 +96,22 @@ SPEC = {
 TF_RECIPES = (("decode_jpeg", True), ("decode_and_crop", True), ("decode_and_crop", False))
 
 
-def tf_config_names(threads: int) -> list[str]:
-    """tf.data's configurations, named as the results print them."""
-    return [
-        f"tf.data {recipe} reads={reads}{'' if autotune else ' no-autotune'}"
+def tf_configs(threads: int) -> dict[str, tuple[str, int | None, bool]]:
+    """tf.data's configurations by the names the results print: ``(recipe, reads, autotune)``."""
+    return {
+        f"tf.data {recipe} reads={reads}{'' if autotune else ' no-autotune'}": (
+            recipe,
+            reads,
+            autotune,
+        )
         for recipe, autotune in TF_RECIPES
         for reads in (None, threads)
-    ]
+    }
 
 
-def tf_datasets(tf, files: list[str], threads: int, batch: int) -> dict[str, object]:
+def tf_dataset(tf, files: list[str], threads: int, batch: int, config: str):
+    """tf.data's pipeline of configuration ``config`` (one of :func:`tf_configs`)."""
+    recipe, reads, autotune = tf_configs(threads)[config]
     feats = {
         "image": tf.io.FixedLenFeature([], tf.string),
         "label": tf.io.FixedLenFeature([], tf.int64),
@@ -128,23 +134,18 @@ def tf_datasets(tf, files: list[str], threads: int, batch: int) -> dict[str, obj
         img = tf.image.resize_with_crop_or_pad(img, SIZE, SIZE)
         return {"image": img, "label": tf.cast(ex["label"], tf.int32)}
 
-    fns = {"decode_jpeg": decode, "decode_and_crop": decode_crop}
-    datasets = []
-    for recipe, autotune in TF_RECIPES:
-        for reads in (None, threads):
-            ds = tf.data.TFRecordDataset(files, num_parallel_reads=reads)
-            ds = ds.map(fns[recipe], num_parallel_calls=threads).batch(batch)
-            ds = ds.prefetch(tf.data.AUTOTUNE)
-            datasets.append(ds.with_options(tf_options(tf, threads, autotune)))
-    out = dict(zip(tf_config_names(threads), datasets, strict=True))
-    return out
+    fn = {"decode_jpeg": decode, "decode_and_crop": decode_crop}[recipe]
+    ds = tf.data.TFRecordDataset(files, num_parallel_reads=reads)
+    ds = ds.map(fn, num_parallel_calls=threads).batch(batch)
+    ds = ds.prefetch(tf.data.AUTOTUNE)
+    return ds.with_options(tf_options(tf, threads, autotune))
 
 
 def check_first_batch(tf, files: list[str], batch: int) -> dict:
     """jaxrec's first batch of the first file vs tf.data's: labels equal, pixels within JPEG
     decoder differences (the golden tests pin the tolerance)."""
     ours = jr.parse_example(next(jr.read_chunks(files[0], max_records=batch)), SPEC)
-    ds = tf_datasets(tf, files[:1], 1, batch)["tf.data decode_jpeg reads=None"]
+    ds = tf_dataset(tf, files[:1], 1, batch, "tf.data decode_jpeg reads=None")
     theirs = next(iter(ds))
     n = min(len(ours["label"]), len(theirs["label"]))
     diff = np.abs(ours["image"][:n].astype(int) - theirs["image"].numpy()[:n].astype(int))
@@ -180,7 +181,7 @@ def make_runner(
     tf.config.threading.set_inter_op_parallelism_threads(args.threads)
     tf.config.threading.set_intra_op_parallelism_threads(args.threads)
     checked = check_first_batch(tf, files, args.batch_size) if check else None
-    ds = tf_datasets(tf, files, args.threads, args.batch_size)[config]
+    ds = tf_dataset(tf, files, args.threads, args.batch_size, config)
     return ds.as_numpy_iterator, checked, tf.__version__
 
 
@@ -259,8 +260,9 @@ def main() -> int:
     command = shlex.join([os.path.basename(sys.executable), *sys.argv])
     files = dataset(args.images, args.files, args.data_dir)  # written once, before the workers
     size = sum(os.path.getsize(f) for f in files)
-    configs = ["jaxrec", "jaxrec Loader"] + ([] if args.no_tf else tf_config_names(args.threads))
-    check_in = None if args.no_tf else configs[2]  # tf.data's first configuration checks
+    tf_names = [] if args.no_tf else list(tf_configs(args.threads))
+    configs = ["jaxrec", "jaxrec Loader", *tf_names]
+    check_in = tf_names[0] if tf_names else None  # tf.data's first configuration checks
     workers = {name: Worker(name, args, name == check_in) for name in configs}
     try:
         hello = {name: w.reply() for name, w in workers.items()}
@@ -280,7 +282,6 @@ def main() -> int:
             w.close()
     ips = {name: [args.images / t for t in ts] for name, ts in times.items()}
     median = {name: statistics.median(v) for name, v in ips.items()}
-    tf_names = [n for n in configs if not n.startswith("jaxrec")]
     best = max(tf_names, key=median.get) if tf_names else None
     ratio = median["jaxrec"] / median[best] if best else None
     loader_ratio = median["jaxrec Loader"] / median[best] if best else None
