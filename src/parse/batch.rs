@@ -875,7 +875,9 @@ mod tests {
         let mut features = Vec::new();
         // (name, list kind: 2 float, 3 int64; narrow: values an int32 holds, but for 1 in 500)
         let mut scalars: Vec<(String, u8, bool)> = Vec::new();
-        for len in [1usize, 2, 5, 21, 22, 23, 26, 40] {
+        // Keys of 6 bytes and shorter have quick shapes too (`scan::Quick`); 22 is the
+        // longest with a shape.
+        for len in [1usize, 2, 5, 6, 7, 21, 22, 23, 26, 40] {
             for (c, dtype) in [
                 ('f', OutDType::F32),
                 ('i', OutDType::I64),
@@ -1029,6 +1031,35 @@ mod tests {
             batches > 10_000 && shaped > 10 * batches,
             "{batches} batches, {shaped} shape reads"
         );
+    }
+
+    /// A direct feature given twice in a record, where the record before had it at the second
+    /// entry's position (so that entry has the shape learned there), parses as the general
+    /// reader and the two-pass parser parse it: the later value, the batch no longer direct.
+    #[test]
+    fn a_feature_given_twice_reads_with_shapes_as_without() {
+        let (spec, names) = scalar_spec(false);
+        for want_float in [false, true] {
+            let mut of_kind = names.iter().filter(|(_, float)| *float == want_float);
+            let (name, other) = (&of_kind.next().unwrap().0, &of_kind.next().unwrap().0);
+            let last = &of_kind.next().unwrap().0;
+            let value = |v: u8| {
+                if want_float {
+                    feature(2, &list(&f32::from(v).to_le_bytes()))
+                } else {
+                    feature(3, &list(&[v]))
+                }
+            };
+            // A last entry, so that the second is not within a quick read's 16 bytes of the end.
+            let before = example(&[(other, value(1)), (name, value(2)), (last, value(5))]);
+            let twice = example(&[(name, value(3)), (name, value(4)), (last, value(5))]);
+            let slices: [&[u8]; 3] = [&before, &twice, &before];
+            let (got, reference, reads) = with_and_without_shapes(&slices, &spec);
+            assert_eq!(got, reference, "{name}");
+            let two_pass = format!("{:?}", parse_examples_two_pass(&slices, &spec));
+            assert_eq!(got.0, two_pass, "{name}");
+            assert!(reads >= 1, "{name}: {reads} shape reads");
+        }
     }
 
     /// Pass 1's decoding of direct features gives what the two-pass parser gives, values or

