@@ -9,7 +9,8 @@
 //!
 //! Shared leaves: [`error`] (the one error type), [`wire`] (protobuf primitives and
 //! `tf.train.Feature`), [`dtype`] (output dtypes), [`column`](mod@column) (a parsed column)
-//! and [`alloc`] (the size limits and fallible allocation of everything a record sizes).
+//! and [`alloc`] (the size limits and fallible allocation of everything a record sizes, and
+//! the allocator itself).
 //!
 //! Everything here is plain Rust with no Python in it; `python/` (behind the `python`
 //! feature, which maturin enables) is the only place that converts to and from Python objects.
@@ -29,3 +30,8 @@ pub mod wire;
 
 #[cfg(feature = "python")]
 mod python;
+
+/// Rust's allocations: small ones from mimalloc, the rest from the system (see
+/// [`alloc::SplitAllocator`]).
+#[global_allocator]
+static ALLOCATOR: alloc::SplitAllocator = alloc::SplitAllocator;
