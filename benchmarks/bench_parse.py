@@ -350,12 +350,14 @@ def main() -> int:
                     )
                     runners[name] = lambda ds=ds: tf_batches(ds)
 
-    # Warm up: the page cache (a full jaxrec pass) and tf's function tracing and pools.
-    assert count_records(runners["jaxrec"]()) == records
+    # Warm up: one full, untimed pass of every configuration: the page cache, tf's function
+    # tracing and pools, and the memory each keeps (the Loader's first pass in a process ran at
+    # about 60 % of its later ones, faulting in the read blocks and batches it reuses after).
     for name, run in runners.items():
-        if name != "jaxrec":
-            for _ in zip(range(5), run(), strict=False):
-                pass
+        if count_records(run()) != records:
+            raise SystemExit(f"{name} produced the wrong number of records while warming up")
+    rss_peaks.clear()
+    cpu_roles.clear()
 
     times: dict[str, list[float]] = {name: [] for name in runners}
     for _ in range(args.repeats):
