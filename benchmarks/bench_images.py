@@ -28,7 +28,6 @@ import os
 import platform
 import shlex
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -36,11 +35,13 @@ from pathlib import Path
 
 import numpy as np
 from bench_parse import (
+    Worker,
     against_fastest,
     count_records,
     jaxrec_batches,
     loader_batches,
     record_counts,
+    serve_passes,
     tf_fastest_run,
     tf_options,
 )
@@ -186,57 +187,19 @@ def make_runner(
 
 
 def serve(args: argparse.Namespace) -> int:
-    """``--worker CONFIG``: runs that configuration's passes as the parent asks.
-
-    Its first line (JSON) says it is ready; then each line read from stdin asks for a pass,
-    answered with the pass's seconds and image count.
-    """
+    """``--worker CONFIG``: runs that configuration's passes as the parent asks
+    (:class:`bench_parse.Worker`), each answered with its seconds and image count."""
     files = dataset(args.images, args.files, args.data_dir)
     run, check, version = make_runner(args.worker, args, files, args.check)
     for _ in zip(range(2), run(), strict=False):  # warm up: page cache, tf tracing and pools
         pass
-    print(json.dumps({"check": check, "tensorflow": version}), flush=True)
-    for _ in sys.stdin:
+
+    def one_pass() -> dict:
         t0 = time.perf_counter()
         n = count_records(run())
-        print(json.dumps({"seconds": time.perf_counter() - t0, "images": n}), flush=True)
-    return 0
+        return {"seconds": time.perf_counter() - t0, "images": n}
 
-
-class Worker:
-    """A configuration's process (``serve``), asked for one pass at a time."""
-
-    def __init__(self, config: str, args: argparse.Namespace, check: bool):
-        passed = ["--images", str(args.images), "--files", str(args.files)]
-        passed += ["--threads", str(args.threads), "--batch-size", str(args.batch_size)]
-        if args.data_dir:
-            passed += ["--data-dir", str(args.data_dir)]
-        if check:
-            passed.append("--check")
-        self.config = config
-        self.proc = subprocess.Popen(
-            [sys.executable, os.path.abspath(__file__), "--worker", config, *passed],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-
-    def reply(self) -> dict:
-        line = self.proc.stdout.readline()
-        if not line:
-            raise SystemExit(
-                f"the worker of {self.config!r} ended (exit status {self.proc.wait()})"
-            )
-        return json.loads(line)
-
-    def run(self) -> dict:
-        self.proc.stdin.write("pass\n")
-        self.proc.stdin.flush()
-        return self.reply()
-
-    def close(self) -> None:
-        self.proc.stdin.close()
-        self.proc.wait()
+    return serve_passes({"check": check, "tensorflow": version}, one_pass)
 
 
 def main() -> int:
@@ -263,7 +226,14 @@ def main() -> int:
     tf_names = [] if args.no_tf else list(tf_configs(args.threads))
     configs = ["jaxrec", "jaxrec Loader", *tf_names]
     check_in = tf_names[0] if tf_names else None  # tf.data's first configuration checks
-    workers = {name: Worker(name, args, name == check_in) for name in configs}
+    passed = ["--images", str(args.images), "--files", str(args.files)]
+    passed += ["--threads", str(args.threads), "--batch-size", str(args.batch_size)]
+    if args.data_dir:
+        passed += ["--data-dir", str(args.data_dir)]
+    workers = {
+        name: Worker(__file__, name, passed + (["--check"] if name == check_in else []))
+        for name in configs
+    }
     try:
         hello = {name: w.reply() for name, w in workers.items()}
         check = hello[check_in]["check"] if check_in else None

@@ -1,10 +1,16 @@
-"""End to end: TFRecord files -> numpy batches, jaxrec vs tf.data, side by side in one process.
+"""End to end: TFRecord files -> numpy batches, jaxrec vs tf.data, side by side.
 
 Both sides read the same files with the same number of threads, verify CRCs, and hand the
 main thread fixed-shape numpy batches (VarLen tokens padded to 256 plus lengths, in int32 as the
 spec asks). Runs alternate (jaxrec, tf configs, jaxrec, tf configs, ...) so that drift on a
 shared machine hits both alike; the median of each is reported, and the ratio to the fastest
 tf.data configuration.
+
+Each configuration runs in a process of its own (``--worker``), asked for one pass at a time,
+as in bench_images.py: only one pass runs at any moment, and none shares a process, its memory
+or its library's threads with another. With TensorFlow loaded and its passes run in the same
+process, the tabular Loader took 13 % more CPU a record (0.410 against 0.364 us, read+parse
+0.317 against 0.284) and ran at 3.90M rec/s against 4.44M alone.
 
     python benchmarks/bench_parse.py --workload tokens --threads 2
 """
@@ -18,6 +24,7 @@ import platform
 import queue
 import shlex
 import statistics
+import subprocess
 import sys
 import threading
 import time
@@ -288,6 +295,129 @@ def check_first_batch(
     return problems
 
 
+class Worker:
+    """A configuration's process (``script --worker CONFIG``), asked for one pass at a time.
+
+    Its first line (JSON) says it is ready; each ``pass`` line it reads runs one pass, answered
+    with one line of JSON (see :func:`serve_passes`).
+    """
+
+    def __init__(self, script: str, config: str, argv: list[str]) -> None:
+        self.config = config
+        self.proc = subprocess.Popen(
+            [sys.executable, os.path.abspath(script), "--worker", config, *argv],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+
+    def reply(self) -> dict:
+        line = self.proc.stdout.readline()
+        if not line:
+            raise SystemExit(
+                f"the worker of {self.config!r} ended (exit status {self.proc.wait()})"
+            )
+        return json.loads(line)
+
+    def run(self) -> dict:
+        self.proc.stdin.write("pass\n")
+        self.proc.stdin.flush()
+        return self.reply()
+
+    def close(self) -> None:
+        self.proc.stdin.close()
+        self.proc.wait()
+
+
+def serve_passes(ready: dict, one_pass: Callable[[], dict]) -> int:
+    """A worker's side of :class:`Worker`: ``ready`` once, then ``one_pass()`` per request."""
+    print(json.dumps(ready), flush=True)
+    for _ in sys.stdin:
+        print(json.dumps(one_pass()), flush=True)
+    return 0
+
+
+def tf_configs(workload: str, threads: int) -> dict[str, tuple[int | None, str, bool]]:
+    """tf.data's configurations by name: ``(num_parallel_reads, varlen, autotune)``.
+
+    Both read settings DESIGN.md asks for (on small cores, sequential reads often win), each
+    with tf.data's autotuning on (its default) and off (see :func:`tf_options`); for tokens,
+    both ways to read the VarLen tokens (see :func:`tf_parse_fn`).
+    """
+    varlens = ("sparse", "ragged") if workload == "tokens" else ("",)
+    configs = {}
+    for autotune in (True, False):
+        for reads in (None, threads):
+            for v in varlens:
+                name = f"tf.data reads={reads} {v}".rstrip() + ("" if autotune else " no-autotune")
+                configs[name] = (reads, v or "sparse", autotune)
+    return configs
+
+
+def serve(args: argparse.Namespace) -> int:
+    """``--worker CONFIG``: runs that configuration's passes as the parent asks.
+
+    Before it says it is ready: tf.data's first-batch check (``--check``) and one full, untimed
+    pass (the page cache, tf's function tracing and pools, and the memory each keeps: the
+    Loader's first pass in a process ran at about 60 % of its later ones, faulting in the read
+    blocks and batches it reuses after). Each pass answers its seconds and records, and for the
+    Loader the process's peak RSS and the CPU by thread (see :func:`loader_batches`).
+    """
+    files = _data.dataset(args.workload, args.records, args.files, args.data_dir)
+    records = args.records or _data.DEFAULT_RECORDS[args.workload]
+    spec = _data.spec(args.workload)
+    rss_peaks: list[float] = []
+    cpu_roles: list[dict[str, float]] = []
+    ready: dict = {"problems": None, "tensorflow": None}
+    if args.worker == "jaxrec":
+        size = sum(os.path.getsize(f) for f in files)
+        chunk_bytes = args.chunk_bytes or int(1.25 * args.batch_size * size / records)
+
+        def run() -> Iterator[dict]:
+            return jaxrec_batches(files, spec, args.threads, args.batch_size, chunk_bytes)
+    elif args.worker == "jaxrec Loader":
+        counts = record_counts(files, spec, args.batch_size)
+
+        def run() -> Iterator[dict]:
+            return loader_batches(
+                files, spec, args.threads, args.batch_size, counts, rss_peaks, cpu_roles
+            )
+    else:
+        import tensorflow as tf
+
+        # Before any op runs: TF's own pools get the same thread budget as jaxrec.
+        tf.config.threading.set_inter_op_parallelism_threads(args.threads)
+        tf.config.threading.set_intra_op_parallelism_threads(args.threads)
+        reads, varlen, autotune = tf_configs(args.workload, args.threads)[args.worker]
+        parse = tf_parse_fn(tf, args.workload, varlen)
+        ready["tensorflow"] = tf.__version__
+        if args.check:
+            found = check_first_batch(tf, files, spec, parse, args.batch_size)
+            label = varlen if args.workload == "tokens" else "tf"
+            ready["problems"] = [f"({label}) {p}" for p in found]
+        ds = tf_dataset(tf, files, parse, reads, args.threads, args.batch_size, autotune)
+
+        def run() -> Iterator[dict]:
+            return tf_batches(ds)
+
+    if count_records(run()) != records:
+        raise SystemExit(f"{args.worker} produced the wrong number of records while warming up")
+    rss_peaks.clear()
+    cpu_roles.clear()
+
+    def one_pass() -> dict:
+        t0 = time.perf_counter()
+        n = count_records(run())
+        done: dict = {"seconds": time.perf_counter() - t0, "records": n}
+        if rss_peaks:
+            done["rss_peak_mib"] = rss_peaks[-1]
+        if cpu_roles:
+            done["cpu_roles"] = cpu_roles[-1]
+        return done
+
+    return serve_passes(ready, one_pass)
+
+
 def main() -> int:
     p = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -306,71 +436,58 @@ def main() -> int:
     )
     p.add_argument("--no-tf", action="store_true", help="jaxrec only (tensorflow not needed)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+    p.add_argument("--worker", help=argparse.SUPPRESS)  # a configuration's process
+    p.add_argument("--check", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
+    if args.worker:
+        return serve(args)
 
     command = shlex.join([os.path.basename(sys.executable), *sys.argv])
+    # Written (once) before the workers start, which then only read it.
     files = _data.dataset(args.workload, args.records, args.files, args.data_dir)
     records = args.records or _data.DEFAULT_RECORDS[args.workload]
     size = sum(os.path.getsize(f) for f in files)
-    spec = _data.spec(args.workload)
     chunk_bytes = args.chunk_bytes or int(1.25 * args.batch_size * size / records)
 
-    counts = record_counts(files, spec, args.batch_size)
+    passed = ["--workload", args.workload, "--threads", str(args.threads)]
+    passed += ["--records", str(records), "--files", str(args.files)]
+    passed += ["--batch-size", str(args.batch_size), "--chunk-bytes", str(chunk_bytes)]
+    if args.data_dir:
+        passed += ["--data-dir", str(args.data_dir)]
+    tf_all = {} if args.no_tf else tf_configs(args.workload, args.threads)
+    tf_names = list(tf_all)
+    configs = ["jaxrec", "jaxrec Loader", *tf_names]
+    # The first configuration of each VarLen form checks its first batch against jaxrec's.
+    checkers = {next(n for n in tf_names if tf_all[n][1] == v) for _, v, _ in tf_all.values()}
+    workers: dict[str, Worker] = {}
+    times: dict[str, list[float]] = {name: [] for name in configs}
     rss_peaks: list[float] = []
     cpu_roles: list[dict[str, float]] = []
-    runners: dict[str, Callable[[], Iterator[dict]]] = {
-        "jaxrec": lambda: jaxrec_batches(files, spec, args.threads, args.batch_size, chunk_bytes),
-        "jaxrec Loader": lambda: loader_batches(
-            files, spec, args.threads, args.batch_size, counts, rss_peaks, cpu_roles
-        ),
-    }
-    tf = None
-    problems: list[str] = []
-    if not args.no_tf:
-        import tensorflow as tf
-
-        # Before any op runs: TF's own pools get the same thread budget as jaxrec.
-        tf.config.threading.set_inter_op_parallelism_threads(args.threads)
-        tf.config.threading.set_intra_op_parallelism_threads(args.threads)
-        varlens = ("sparse", "ragged") if args.workload == "tokens" else ("",)
-        parsers = {v: tf_parse_fn(tf, args.workload, v or "sparse") for v in varlens}
-        for v, parse in parsers.items():
-            found = check_first_batch(tf, files, spec, parse, args.batch_size)
-            problems += [f"({v or 'tf'}) {p}" for p in found]
-        # Both read settings DESIGN.md asks for: on small cores, sequential reads often win;
-        # each with tf.data's autotuning on (its default) and off (see tf_dataset).
-        for autotune in (True, False):
-            for reads in (None, args.threads):
-                for v, parse in parsers.items():
-                    ds = tf_dataset(
-                        tf, files, parse, reads, args.threads, args.batch_size, autotune
+    try:
+        for name in configs:
+            check = ["--check"] if name in checkers else []
+            workers[name] = Worker(__file__, name, passed + check)
+        hello = {name: w.reply() for name, w in workers.items()}
+        problems = [p for h in hello.values() for p in h["problems"] or []]
+        tf_version = next((h["tensorflow"] for h in hello.values() if h["tensorflow"]), None)
+        for _ in range(args.repeats):
+            for name, worker in workers.items():  # alternate, so drift hits every config alike
+                done = worker.run()
+                times[name].append(done["seconds"])
+                if done["records"] != records:
+                    raise SystemExit(
+                        f"{name} produced {done['records']} records, expected {records}"
                     )
-                    name = f"tf.data reads={reads} {v}".rstrip() + (
-                        "" if autotune else " no-autotune"
-                    )
-                    runners[name] = lambda ds=ds: tf_batches(ds)
-
-    # Warm up: one full, untimed pass of every configuration: the page cache, tf's function
-    # tracing and pools, and the memory each keeps (the Loader's first pass in a process ran at
-    # about 60 % of its later ones, faulting in the read blocks and batches it reuses after).
-    for name, run in runners.items():
-        if count_records(run()) != records:
-            raise SystemExit(f"{name} produced the wrong number of records while warming up")
-    rss_peaks.clear()
-    cpu_roles.clear()
-
-    times: dict[str, list[float]] = {name: [] for name in runners}
-    for _ in range(args.repeats):
-        for name, run in runners.items():  # alternate, so drift hits every config alike
-            t0 = time.perf_counter()
-            n = count_records(run())
-            times[name].append(time.perf_counter() - t0)
-            if n != records:
-                raise SystemExit(f"{name} produced {n} records, expected {records}")
+                if "rss_peak_mib" in done:
+                    rss_peaks.append(done["rss_peak_mib"])
+                if "cpu_roles" in done:
+                    cpu_roles.append(done["cpu_roles"])
+    finally:
+        for w in workers.values():
+            w.close()
 
     rps = {name: [records / t for t in ts] for name, ts in times.items()}
     median = {name: statistics.median(r) for name, r in rps.items()}
-    tf_names = [n for n in runners if n.startswith("tf.data")]
     best = max(tf_names, key=median.get) if tf_names else None
     ratio = median["jaxrec"] / median[best] if best else None
     tf_fastest = tf_fastest_run(rps, tf_names)
@@ -388,8 +505,8 @@ def main() -> int:
         "cpus": len(os.sched_getaffinity(0)),
         "python": platform.python_version(),
         "jaxrec": jr.__version__,
-        "tensorflow": tf.__version__ if tf else None,
-        "first_batch_equal": None if tf is None else not problems,
+        "tensorflow": tf_version,
+        "first_batch_equal": None if args.no_tf else not problems,
         "first_batch_problems": problems,
         "median_records_per_s": median,
         "records_per_s": rps,
@@ -414,11 +531,11 @@ def main() -> int:
             f"batch {args.batch_size}, {args.threads} threads, {args.repeats} repeats, "
             f"{result['cpus']} cpus, tf {result['tensorflow']}"
         )
-        if tf is not None:
+        if not args.no_tf:
             same = "yes" if not problems else "NO: " + "; ".join(problems)
             print("first batch jaxrec == tf.data:", same)
         print(f"{'config':<38} {'median rec/s':>13}   runs (rec/s)")
-        for name in runners:
+        for name in configs:
             mark = "  <- tf.data best" if name == best else ""
             runs = " ".join(f"{r:,.0f}" for r in rps[name])
             print(f"{name:<38} {median[name]:>13,.0f}   {runs}{mark}")
