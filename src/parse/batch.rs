@@ -841,25 +841,31 @@ mod tests {
 
     /// `records` parsed by the direct and the two-pass parser, with entries read by their
     /// shape (`scan::Shape`) and without (the general reader alone), as Debug text:
-    /// `(with, without, entries read by shape)`.
+    /// `(with, without, entries read by shape)`. With shapes, the quick reads' varints are
+    /// decoded both ways (`scan::Pext`: `pext` where this CPU has it, and shifts and masks),
+    /// which must agree.
     fn with_and_without_shapes(
         records: &[&[u8]],
         spec: &CompiledSpec,
     ) -> ((String, String), (String, String), u64) {
-        use crate::parse::scan::tests::{NO_SHAPES, SHAPE_READS};
-        let parse = |no_shapes: bool| {
+        use crate::parse::scan::tests::{NO_PEXT, NO_SHAPES, SHAPE_READS};
+        let parse = |no_shapes: bool, no_pext: bool| {
             NO_SHAPES.set(no_shapes);
+            NO_PEXT.set(no_pext);
             let out = (
                 format!("{:?}", parse_examples(records, spec)),
                 format!("{:?}", parse_examples_two_pass(records, spec)),
             );
             NO_SHAPES.set(false);
+            NO_PEXT.set(false);
             out
         };
-        let without = parse(true);
+        let without = parse(true, false);
         let before = SHAPE_READS.get();
-        let with = parse(false);
-        (with, without, SHAPE_READS.get() - before)
+        let with = parse(false, false);
+        let reads = SHAPE_READS.get() - before;
+        assert_eq!(parse(false, true), with, "the varints' two decoders differ");
+        (with, without, reads)
     }
 
     /// Entries read by their shape (`scan::Shape`) parse as the general reader parses them.

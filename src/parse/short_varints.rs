@@ -32,6 +32,40 @@
 #[cfg(target_arch = "x86_64")]
 pub(super) use x86::decode_prefix;
 
+/// Whether this CPU has BMI2 with a fast `pext` (Intel since Haswell, AMD since Zen 3; see
+/// `pdep_is_fast`), found once: [`pext_7bit_groups`] may then run.
+#[cfg(target_arch = "x86_64")]
+pub(super) fn has_fast_pext() -> bool {
+    matches!(
+        x86::Level::of_this_cpu(),
+        x86::Level::Bmi2 | x86::Level::Avx512
+    )
+}
+
+/// The low 7 bits of each byte of `w`, low byte first (an 8-byte varint's value, the bytes'
+/// continuation bits dropped) in one `pext`.
+///
+/// # Safety
+/// The CPU has BMI2 ([`has_fast_pext`]).
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+pub(super) unsafe fn pext_7bit_groups(w: u64) -> u64 {
+    let out: u64;
+    // Inline assembly rather than `_pext_u64`, which only inlines into functions compiled for
+    // BMI2: the scan that calls this is compiled once, for every x86-64, and picks per CPU.
+    // SAFETY: the caller guarantees BMI2; `pext` reads and writes registers only.
+    unsafe {
+        std::arch::asm!(
+            "pext {out}, {w}, {mask}",
+            out = lateout(reg) out,
+            w = in(reg) w,
+            mask = in(reg) 0x7f7f_7f7f_7f7f_7f7fu64,
+            options(pure, nomem, nostack, preserves_flags),
+        );
+    }
+    out
+}
+
 /// No SIMD decoder on this architecture: the scalar decoder takes the whole block.
 #[cfg(not(target_arch = "x86_64"))]
 #[inline(always)]
@@ -144,7 +178,7 @@ mod x86 {
 
     /// Which of the decoders this CPU runs.
     #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-    pub(super) enum Level {
+    pub(in crate::parse) enum Level {
         /// No SSSE3: the scalar decoder takes every block.
         Scalar,
         /// SSSE3 without BMI1 (x86 before 2013): `decode_prefix_ssse3`.
@@ -160,7 +194,7 @@ mod x86 {
 
     impl Level {
         /// This CPU's, found once.
-        pub(super) fn of_this_cpu() -> Level {
+        pub(in crate::parse) fn of_this_cpu() -> Level {
             static LEVEL: OnceLock<Level> = OnceLock::new();
             *LEVEL.get_or_init(|| {
                 if !std::is_x86_feature_detected!("ssse3") {
