@@ -650,6 +650,7 @@ impl Quick {
 /// [`varint_value`]), else those. A copy per map, so the choice is a register the loop
 /// branches on, not a load.
 #[derive(Clone, Copy)]
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))] // only x86-64 has `pext`
 struct Pext(bool);
 
 impl Pext {
