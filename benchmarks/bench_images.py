@@ -29,7 +29,6 @@ import platform
 import shlex
 import statistics
 import sys
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -37,7 +36,6 @@ import numpy as np
 from bench_parse import (
     Worker,
     against_fastest,
-    count_records,
     jaxrec_batches,
     loader_batches,
     record_counts,
@@ -188,18 +186,10 @@ def make_runner(
 
 def serve(args: argparse.Namespace) -> int:
     """``--worker CONFIG``: runs that configuration's passes as the parent asks
-    (:class:`bench_parse.Worker`), each answered with its seconds and image count."""
+    (:class:`bench_parse.Worker`, :func:`bench_parse.serve_passes`: a full warm-up pass first)."""
     files = dataset(args.images, args.files, args.data_dir)
     run, check, version = make_runner(args.worker, args, files, args.check)
-    for _ in zip(range(2), run(), strict=False):  # warm up: page cache, tf tracing and pools
-        pass
-
-    def one_pass() -> dict:
-        t0 = time.perf_counter()
-        n = count_records(run())
-        return {"seconds": time.perf_counter() - t0, "images": n}
-
-    return serve_passes({"check": check, "tensorflow": version}, one_pass)
+    return serve_passes(args.worker, run, args.images, {"check": check, "tensorflow": version})
 
 
 def main() -> int:
@@ -243,9 +233,9 @@ def main() -> int:
             for name, worker in workers.items():
                 done = worker.run()
                 times[name].append(done["seconds"])
-                if done["images"] != args.images:
+                if done["records"] != args.images:
                     raise SystemExit(
-                        f"{name} produced {done['images']} images, expected {args.images}"
+                        f"{name} produced {done['records']} images, expected {args.images}"
                     )
     finally:
         for w in workers.values():

@@ -329,11 +329,32 @@ class Worker:
         self.proc.wait()
 
 
-def serve_passes(ready: dict, one_pass: Callable[[], dict]) -> int:
-    """A worker's side of :class:`Worker`: ``ready`` once, then ``one_pass()`` per request."""
+def serve_passes(
+    name: str,
+    run: Callable[[], Iterator[dict]],
+    records: int,
+    ready: dict,
+    measured: Callable[[], dict] | None = None,
+) -> int:
+    """A worker's side of :class:`Worker` for configuration ``name``, whose passes ``run()``
+    gives: one full, untimed pass first (the page cache, tf's function tracing and pools, and
+    the memory each keeps: the Loader's first pass in a process ran at about 60 % of its later
+    ones, faulting in the read blocks and batches it reuses after), then ``ready`` once, then a
+    timed pass per request, answered with its seconds and records and what ``measured()`` adds
+    about the pass just run.
+
+    Raises:
+        SystemExit: the warm-up pass gave other than ``records`` records.
+    """
+    if count_records(run()) != records:
+        raise SystemExit(f"{name} produced the wrong number of records while warming up")
     print(json.dumps(ready), flush=True)
     for _ in sys.stdin:
-        print(json.dumps(one_pass()), flush=True)
+        t0 = time.perf_counter()
+        n = count_records(run())
+        done = {"seconds": time.perf_counter() - t0, "records": n}
+        done.update(measured() if measured else {})
+        print(json.dumps(done), flush=True)
     return 0
 
 
@@ -357,11 +378,9 @@ def tf_configs(workload: str, threads: int) -> dict[str, tuple[int | None, str, 
 def serve(args: argparse.Namespace) -> int:
     """``--worker CONFIG``: runs that configuration's passes as the parent asks.
 
-    Before it says it is ready: tf.data's first-batch check (``--check``) and one full, untimed
-    pass (the page cache, tf's function tracing and pools, and the memory each keeps: the
-    Loader's first pass in a process ran at about 60 % of its later ones, faulting in the read
-    blocks and batches it reuses after). Each pass answers its seconds and records, and for the
-    Loader the process's peak RSS and the CPU by thread (see :func:`loader_batches`).
+    Before it says it is ready: tf.data's first-batch check (``--check``) and the warm-up pass
+    of :func:`serve_passes`. Each pass answers its seconds and records, and for the Loader the
+    process's peak RSS and the CPU by thread (see :func:`loader_batches`).
     """
     files = _data.dataset(args.workload, args.records, args.files, args.data_dir)
     records = args.records or _data.DEFAULT_RECORDS[args.workload]
@@ -370,11 +389,9 @@ def serve(args: argparse.Namespace) -> int:
     cpu_roles: list[dict[str, float]] = []
     ready: dict = {"problems": None, "tensorflow": None}
     if args.worker == "jaxrec":
-        size = sum(os.path.getsize(f) for f in files)
-        chunk_bytes = args.chunk_bytes or int(1.25 * args.batch_size * size / records)
 
-        def run() -> Iterator[dict]:
-            return jaxrec_batches(files, spec, args.threads, args.batch_size, chunk_bytes)
+        def run() -> Iterator[dict]:  # the parent passes the chunk size it computed
+            return jaxrec_batches(files, spec, args.threads, args.batch_size, args.chunk_bytes)
     elif args.worker == "jaxrec Loader":
         counts = record_counts(files, spec, args.batch_size)
 
@@ -400,22 +417,15 @@ def serve(args: argparse.Namespace) -> int:
         def run() -> Iterator[dict]:
             return tf_batches(ds)
 
-    if count_records(run()) != records:
-        raise SystemExit(f"{args.worker} produced the wrong number of records while warming up")
-    rss_peaks.clear()
-    cpu_roles.clear()
-
-    def one_pass() -> dict:
-        t0 = time.perf_counter()
-        n = count_records(run())
-        done: dict = {"seconds": time.perf_counter() - t0, "records": n}
+    def measured() -> dict:  # the Loader's figures of the pass just run (none for the others)
+        done: dict = {}
         if rss_peaks:
             done["rss_peak_mib"] = rss_peaks[-1]
         if cpu_roles:
             done["cpu_roles"] = cpu_roles[-1]
         return done
 
-    return serve_passes(ready, one_pass)
+    return serve_passes(args.worker, run, records, ready, measured)
 
 
 def main() -> int:
