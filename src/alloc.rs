@@ -453,19 +453,24 @@ pub mod spares {
         drop(all);
     }
 
-    /// The kept spares wait for a later Loader (a Loader's end): on Linux they stay kept,
-    /// their pages given to the kernel to reclaim lazily (`MADV_FREE`): under memory pressure
-    /// it takes them without writing them anywhere, and a later batch written there gets fresh
-    /// zero pages as before; otherwise the next Loader's batches reuse them as they are.
-    /// Freed at once, every short Loader in a row (an eval loop, a benchmark's passes) paid
-    /// fresh, zeroed pages for its first batches: ~5 % of a one-epoch JPEG pass of 16
-    /// batches. Elsewhere they are freed ([`release`]).
+    /// A Loader ends; true when none runs now (see [`crate::idle`]).
+    pub fn ended() -> bool {
+        kept().loaders.end()
+    }
+
+    /// The kept spares wait for a later Loader once none runs (called a moment after the last
+    /// end, [`crate::idle`]): on Linux they stay kept, their pages given to the kernel to
+    /// reclaim lazily (`MADV_FREE`): under memory pressure it takes them without writing them
+    /// anywhere, and a later batch written there gets fresh zero pages as before; otherwise the
+    /// next Loader's batches reuse them as they are. Freed at once, every short Loader in a row
+    /// (an eval loop, a benchmark's passes) paid fresh, zeroed pages for its first batches: ~5 %
+    /// of a one-epoch JPEG pass of 16 batches. Elsewhere they are freed ([`release`]).
     ///
-    /// While another Loader still runs (its [`in_use`] not yet matched), its batches are about
-    /// to reuse the spares, which are left as they are.
+    /// While a Loader runs, its batches are about to reuse the spares, which are left as
+    /// they are.
     pub fn idle() {
         let mut k = kept();
-        if !k.loaders.end() {
+        if !k.loaders.settle() {
             return;
         }
         // The advice's contract: each spare is its own allocation, which nothing reads or
@@ -482,7 +487,7 @@ pub mod spares {
         }
     }
 
-    /// A Loader starts: the spares serve its batches until its [`idle`].
+    /// A Loader starts: the spares serve its batches as they are (see [`idle`]).
     pub fn in_use() {
         kept().loaders.start();
     }
@@ -495,13 +500,14 @@ pub mod spares {
 }
 
 /// How many Loaders run, for memory kept between batches ([`spares`], the read blocks' pool):
-/// kept as it is while one runs, handed to the kernel to reclaim lazily once none does.
+/// kept as it is while one runs, handed to the kernel to reclaim lazily once none does and
+/// the memory has settled (see [`crate::idle`]: a moment after the last end, not at it).
 #[derive(Debug)]
 pub struct Loaders {
     /// Loaders running: between their start and end.
     running: usize,
-    /// The last running Loader has ended and none started since: memory given back now (a
-    /// batch the consumer still held at the end, freed later) waits as the end left the rest.
+    /// None runs and the memory has settled since the last end: memory given back now (a
+    /// batch the consumer still held at the end, freed later) waits as the rest was left.
     /// False before any Loader, so work outside one keeps its memory as it is.
     waiting: bool,
 }
@@ -521,14 +527,23 @@ impl Loaders {
         self.waiting = false;
     }
 
-    /// A Loader ends; true when it was the last one running (the kept memory then waits).
+    /// A Loader ends; true when it was the last one running (the memory may then settle).
     pub fn end(&mut self) -> bool {
         self.running = self.running.saturating_sub(1);
-        self.waiting = self.running == 0;
-        self.waiting
+        self.running == 0
     }
 
-    /// Whether memory given back now waits for a later Loader (see [`Loaders::end`]).
+    /// The memory settles where none runs: true when it has just begun to wait (advise it
+    /// now), false where a Loader runs or it waits already.
+    pub fn settle(&mut self) -> bool {
+        if self.running > 0 || self.waiting {
+            return false;
+        }
+        self.waiting = true;
+        true
+    }
+
+    /// Whether memory given back now waits for a later Loader (see [`Loaders::settle`]).
     pub fn waiting(&self) -> bool {
         self.waiting
     }
@@ -843,8 +858,10 @@ mod tests {
         drop(spares::take::<u8>(len).expect("the small one is kept"));
         give(vec![1u8; len + 4096]); // what the MAX_SPARES steps left, for the checks below
         assert!(DenseBatch::<u64>::new(usize::MAX / 2, 4).is_err());
-        // A Loader's end keeps them (their pages the kernel's to reclaim on Linux), and a batch
-        // of that size still takes one; its memory holds the old values or, reclaimed, zeros.
+        // A Loader's end, once settled, keeps them (their pages the kernel's to reclaim on
+        // Linux), and a batch of that size still takes one; its memory holds the old values
+        // or, reclaimed, zeros.
+        assert!(spares::ended(), "none runs");
         spares::idle();
         let kept = spares::held().0;
         assert_eq!(
@@ -914,9 +931,21 @@ mod tests {
             assert!(kept, "a running Loader's spare lost its pages");
             // Of two Loaders, the first to end leaves the other's spares as they are.
             spares::in_use();
+            assert!(!spares::ended(), "one still runs");
             spares::idle();
             let (_, _, kept) = given_back(6);
             assert!(kept, "a Loader's end took the pages of one still running");
+            // A Loader that starts after the last end, before the memory settled, finds it as
+            // it was: the settling then leaves it alone.
+            assert!(spares::ended(), "none runs");
+            spares::in_use();
+            spares::idle();
+            let (_, _, kept) = given_back(7);
+            assert!(
+                kept,
+                "a settling took the pages of a Loader started after the end"
+            );
+            assert!(spares::ended());
             spares::idle();
         }
         spares::release();

@@ -10,7 +10,8 @@
 //! Shared leaves: [`error`] (the one error type), [`wire`] (protobuf primitives and
 //! `tf.train.Feature`), [`dtype`] (output dtypes), [`column`](mod@column) (a parsed column)
 //! and [`alloc`] (the size limits and fallible allocation of everything a record sizes, and
-//! the allocator itself).
+//! the allocator itself); [`idle`] hands the memory Loaders keep for one another to the kernel
+//! once none runs.
 //!
 //! Everything here is plain Rust with no Python in it; `python/` (behind the `python`
 //! feature, which maturin enables) is the only place that converts to and from Python objects.
@@ -22,6 +23,7 @@ pub mod column;
 pub mod decode;
 pub mod dtype;
 pub mod error;
+pub mod idle;
 pub mod parse;
 pub mod pipeline;
 mod prefetch;

@@ -28,6 +28,7 @@ __all__ = [
     "release_spare_batches",
     "loader_started",
     "loader_ended",
+    "settle_kept_memory",
     "name_thread",
     "Chunk",
     "RecordReader",
@@ -241,7 +242,10 @@ def loader_started() -> None:
     """A Loader starts: kept batch memory and pooled read blocks serve it as they are."""
 
 def loader_ended() -> None:
-    """A Loader ends: once none runs, the kernel may take the kept memory's pages when needed."""
+    """A Loader ends: a moment after the last, the kernel may take the kept memory's pages."""
+
+def settle_kept_memory() -> None:
+    """Hands the kept memory's pages to the kernel now where no Loader runs (for tests)."""
 
 @final
 class BatchMemory:

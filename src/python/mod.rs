@@ -31,6 +31,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(parser::release_spare_batches, m)?)?;
     m.add_function(wrap_pyfunction!(parser::loader_started, m)?)?;
     m.add_function(wrap_pyfunction!(parser::loader_ended, m)?)?;
+    m.add_function(wrap_pyfunction!(parser::settle_kept_memory, m)?)?;
     m.add_function(wrap_pyfunction!(name_thread, m)?)?;
     // The largest read block the pool keeps: the Loader's automatic block size stays below it.
     m.add("MAX_POOLED_BLOCK", crate::records::blocks::MAX_POOLED_BLOCK)?;

@@ -17,7 +17,6 @@ use crate::column::{self, ColumnData, RowSkip};
 use crate::error::{Error, ErrorKind, Location, Result, Skip};
 use crate::parse::spec::CompiledSpec;
 use crate::parse::{self, ParsedBatch};
-use crate::records::blocks;
 
 /// One parsed feature for the whole batch. Every field is named: adding one is one change
 /// here and one where `jaxrec/_parse.py` reads it.
@@ -142,21 +141,26 @@ pub(super) fn release_spare_batches() {
     spares::release();
 }
 
-/// A Loader starts: the spare batches and the pooled read blocks serve it as they are until
-/// its `loader_ended` (see `alloc::spares::in_use`, `records::blocks::in_use`).
+/// A Loader starts: the spare batches and the pooled read blocks serve it as they are (see
+/// `idle`).
 #[pyfunction]
 pub(super) fn loader_started() {
-    spares::in_use();
-    blocks::in_use();
+    crate::idle::loader_started();
 }
 
-/// A Loader ends: once none runs, the kernel may reclaim the pages of the spare batches and of
-/// the pooled read blocks (and of those given back later) when it needs memory; a later Loader
-/// reuses what it has not taken (see `alloc::spares::idle`, `records::blocks::idle`).
+/// A Loader ends: a moment after the last one (`idle::GRACE`), the kernel may reclaim the
+/// pages of the spare batches and of the pooled read blocks (and of those given back later)
+/// when it needs memory; a later Loader reuses what it has not taken (see `idle`).
 #[pyfunction]
 pub(super) fn loader_ended() {
-    spares::idle();
-    blocks::idle();
+    crate::idle::loader_ended();
+}
+
+/// Settles the memory Loaders keep for one another now, where none runs, as a moment after
+/// the last Loader's end does (see `idle`): for tests that look at the pages.
+#[pyfunction]
+pub(super) fn settle_kept_memory() {
+    crate::idle::settle_now();
 }
 
 /// [`array`] for a batch column's values: large ones lend their memory to numpy through a

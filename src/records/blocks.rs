@@ -279,17 +279,23 @@ impl Pool {
     }
 }
 
-/// A Loader starts: pooled blocks serve its reads as they are, until its [`idle`].
+/// A Loader starts: pooled blocks serve its reads as they are (see [`idle`]).
 pub fn in_use() {
     pool().loaders.start();
 }
 
-/// A Loader ends. Once none runs, the pooled blocks stay pooled, their pages the kernel's to
-/// reclaim when it needs memory (`MADV_FREE`; also those of blocks given back later), as the
-/// spare batches' are (`alloc::spares::idle`); elsewhere than Linux they are freed.
+/// A Loader ends; true when none runs now (see [`crate::idle`]).
+pub fn ended() -> bool {
+    pool().loaders.end()
+}
+
+/// Once none runs (a moment after the last end, [`crate::idle`]), the pooled blocks stay
+/// pooled, their pages the kernel's to reclaim when it needs memory (`MADV_FREE`; also those
+/// of blocks given back later), as the spare batches' are (`alloc::spares::idle`); elsewhere
+/// than Linux they are freed.
 pub fn idle() {
     let mut p = pool();
-    if !p.loaders.end() {
+    if !p.loaders.settle() {
         return;
     }
     #[cfg(target_os = "linux")]
@@ -509,9 +515,10 @@ mod tests {
         );
     }
 
-    /// A Loader's end leaves pooled blocks pooled (their pages the kernel's to reclaim, on
-    /// Linux), and so are blocks given back after it; until a Loader starts, and while one of
-    /// two still runs, blocks are pooled as they are. Elsewhere the end frees them.
+    /// Once the last Loader's end has settled, pooled blocks stay pooled (their pages the
+    /// kernel's to reclaim, on Linux), and so are blocks given back after it; until a Loader
+    /// starts, while one of two still runs, and between the end and the settling, blocks are
+    /// pooled as they are. Elsewhere the settling frees them.
     #[test]
     fn loaders_ending_leave_blocks_pooled_to_reclaim() {
         let mut p = empty();
@@ -519,9 +526,13 @@ mod tests {
         p.give(vec_of(1 << 20));
         p.loaders.start();
         assert!(!p.loaders.end(), "one Loader still runs");
+        assert!(!p.loaders.settle(), "nothing settles while one runs");
         assert!(p.loaders.end(), "the last one ended");
+        p.give(vec_of(1 << 20)); // given back before the memory settled: pooled as it is
+        assert!(p.loaders.settle(), "the memory settles once none runs");
+        assert!(!p.loaders.settle(), "and only once");
         p.give(vec_of(2 << 20)); // the consumer's last chunk, freed after the end
-        let kept = if cfg!(target_os = "linux") { 2 } else { 1 };
+        let kept = if cfg!(target_os = "linux") { 3 } else { 2 };
         assert_eq!(p.all().count(), kept);
         p.loaders.start();
         assert!(!p.loaders.waiting());

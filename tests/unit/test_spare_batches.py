@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import gc
 import os
+import time
 
 import numpy as np
 import pytest
+from os_threads import IDLE_THREAD, thread_names
 
 import jaxrec as jr
 from jaxrec import _native
@@ -234,8 +236,10 @@ def test_a_loader_whose_consumer_writes_into_its_batches_gets_exact_batches(tmp_
     # with the first one's), at most MAX_LARGE of this size, and on Linux gives their pages to
     # the kernel to take back when it needs memory (MADV_FREE): they show as LazyFree (all but
     # the consumer's last batch, which came back after the end, unless the kernel has
-    # reclaimed them already).
+    # reclaimed them already). That is once the memory has settled, a moment after the end
+    # (``settle_kept_memory`` does it now).
     gc.collect()
+    _native.settle_kept_memory()
     count, _ = _native.spare_batches()
     assert count <= MAX_LARGE
     rollup = f"/proc/{os.getpid()}/smaps_rollup"
@@ -301,6 +305,7 @@ def test_the_consumers_last_batch_freed_after_the_end_is_the_kernels_to_reclaim(
     assert np.count_nonzero(image) > image.size // 4
     address, nbytes = image.ctypes.data, image.nbytes
     gc.collect()
+    _native.settle_kept_memory()  # as a moment after the end: the last batch comes back later
     count, _ = _native.spare_batches()
     # On one CPU from the free to the page-out: the kernel marks pages lazily freed in per-CPU
     # batches, which the page-out drains on its own CPU only.
@@ -321,3 +326,44 @@ def test_the_consumers_last_batch_freed_after_the_end_is_the_kernels_to_reclaim(
     if after is not None:
         left = len(after) - after.count(0)
         assert left <= len(after) // 50, f"the last batch's memory was not lazily freed ({left})"
+
+
+def _lazy_free_bytes() -> int | None:
+    rollup = f"/proc/{os.getpid()}/smaps_rollup"
+    if not os.path.exists(rollup):  # not Linux
+        return None
+    with open(rollup) as f:
+        return next(int(line.split()[1]) << 10 for line in f if line.startswith("LazyFree:"))
+
+
+def test_the_kept_memory_settles_on_its_own_a_moment_after_the_end(tmp_path):
+    # Not at the Loader's end (the next Loader of a row reuses it as it is) but a moment after
+    # (native idle::GRACE, half a second; the timer's rules are the Rust tests'), on the
+    # native jaxrec-idle thread, with no call: then the kept batches' pages are the kernel's to
+    # reclaim (MADV_FREE), which shows as LazyFree.
+    if _lazy_free_bytes() is None:
+        pytest.skip("LazyFree is Linux's")
+    rng = np.random.default_rng(8)
+    path = tmp_path / "images.tfrecord"
+    with jr.TFRecordWriter(path) as w:
+        for _ in range(96):
+            w.write(jr.encode_example({"image": jr.encode_jpeg(_photo(rng, 200, 200))}))
+    spec = {"image": jr.Image((192, 192, 3), resize="crop_or_pad")}
+    for _batch in jr.Loader(path, spec, 48, num_epochs=1, num_threads=2):  # 5.3 MB batches
+        pass
+    ended = time.monotonic()
+    del _batch
+    gc.collect()
+    at_end = _lazy_free_bytes()
+    if time.monotonic() - ended > 0.25:
+        pytest.skip("the machine stalled for half the grace: the end cannot be told apart")
+    assert _native.spare_batches()[0] >= 2, "the Loader kept no batch memory"
+    batch_bytes = 48 * 192 * 192 * 3
+    deadline = time.monotonic() + 10  # a loaded machine may be slow to run the thread
+    while _lazy_free_bytes() - at_end < batch_bytes and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _lazy_free_bytes() - at_end >= batch_bytes, "the kept memory did not settle after"
+    # ... and the thread that settled it ends, leaving no thread behind.
+    while IDLE_THREAD in thread_names().values() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert IDLE_THREAD not in thread_names().values(), "the settling's thread stayed"
