@@ -459,8 +459,12 @@ class RowsQueue:
         """
         handles = np.asarray(handles, dtype=np.uint64)
         first, count = self._queue.submit_handles(chunks, ids, handles, batch_size)
-        by_id = dict(zip(ids, chunks, strict=True))
         b = batch_size
+        if self._form is not None:
+            # Finished batches name a bad record natively: no Python locator to make (a
+            # closure a batch was ~1 us of the planner's, which every thread waits for).
+            return [(first + k, None, min(b, len(handles) - k * b)) for k in range(count)]
+        by_id = dict(zip(ids, chunks, strict=True))
         return [
             (
                 first + k,
