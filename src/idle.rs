@@ -136,7 +136,11 @@ mod tests {
         assert_eq!(pending(), (true, true), "settled at once, or no thread");
         settle_after(Duration::from_millis(900));
         std::thread::sleep(Duration::from_millis(450));
-        assert_eq!(pending(), (true, true), "the later end did not move the settling");
+        assert_eq!(
+            pending(),
+            (true, true),
+            "the later end did not move the settling"
+        );
         assert!(settled(), "never settled, or the thread stayed");
         settle_after(Duration::from_millis(1));
         assert!(settled(), "the next end never settled");

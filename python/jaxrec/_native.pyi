@@ -38,6 +38,7 @@ __all__ = [
     "ParsedBatch",
     "ParseQueue",
     "BatchMemory",
+    "BatchParts",
 ]
 
 def name_thread(name: str) -> None:
@@ -252,4 +253,11 @@ class BatchMemory:
     """The memory under a large decoded batch (images, tensors): the numpy array's base.
 
     When the array and its views are freed, the memory serves the next batch of its size.
+    """
+
+@final
+class BatchParts:
+    """The memory under a Loader batch's small arrays (scalar columns, lengths, the mask).
+
+    Their shared base object: freed once the last of them (and of their views) is.
     """

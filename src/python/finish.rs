@@ -11,12 +11,14 @@
 //! no records), and is the one place that knows the output names: this module only moves the
 //! parts of columns into arrays of the shapes it is told.
 
-use numpy::{Element, PyArray1};
+use numpy::npyffi::{get_type_object, npy_intp, NpyTypes, PyArrayObject, NPY_ARRAY_WRITEABLE};
+use numpy::{Element, PyArrayDescr, PyArrayDescrMethods, PY_ARRAY_API};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString};
 
 use super::errors::JaxrecError;
 use super::parser::{array, data_array, skip_list};
+use crate::alloc::spares::{self, Spare};
 use crate::column::{Column, ColumnData};
 use crate::error::{Error, Location};
 use crate::parse::spec::CompiledSpec;
@@ -124,7 +126,10 @@ impl BatchForm {
             }
             parts.push(Parts::from(col));
         }
-        let batch = PyDict::new(py);
+        // The small arrays (most of a tabular batch's: 40 of 1-2 KiB) share one base object,
+        // made once their memory is all in it; the others are made as they come.
+        let mut small = SmallArrays::default();
+        let mut made: Vec<Made<'py>> = Vec::with_capacity(self.outputs.len() + 1);
         for o in &self.outputs {
             let p = &mut parts[o.column];
             let missing = || {
@@ -134,7 +139,7 @@ impl BatchForm {
                 ))
             };
             let dims = self.dims(&o.row_shape);
-            let arr = match o.part {
+            let m = match o.part {
                 Part::Values => {
                     let (data, shape, reusable) = p.values.take().ok_or_else(missing)?;
                     let rows = shape.first().copied().unwrap_or(0);
@@ -142,24 +147,48 @@ impl BatchForm {
                     if rows != self.batch_size || per_row != o.row_shape.iter().product::<usize>() {
                         return Err(self.recompile(py, o, &format!("shape {shape:?}")));
                     }
-                    data_array(py, data, &dims, reusable)?
+                    small.values(py, data, dims, reusable)?
                 }
-                Part::Lengths => flat_array(py, p.lengths.take().ok_or_else(missing)?, &dims)
-                    .ok_or_else(|| self.recompile(py, o, "lengths"))??,
-                Part::Shapes => flat_array(py, p.shapes.take().ok_or_else(missing)?, &dims)
-                    .ok_or_else(|| self.recompile(py, o, "shapes"))??,
-                Part::Valid => flat_array(py, p.valid.take().ok_or_else(missing)?, &dims)
-                    .ok_or_else(|| self.recompile(py, o, "valid flags"))??,
+                Part::Lengths => {
+                    let v = p.lengths.take().ok_or_else(missing)?;
+                    small
+                        .flat(py, v, dims)
+                        .ok_or_else(|| self.recompile(py, o, "lengths"))??
+                }
+                Part::Shapes => {
+                    let v = p.shapes.take().ok_or_else(missing)?;
+                    small
+                        .flat(py, v, dims)
+                        .ok_or_else(|| self.recompile(py, o, "shapes"))??
+                }
+                Part::Valid => {
+                    let v = p.valid.take().ok_or_else(missing)?;
+                    small
+                        .flat(py, v, dims)
+                        .ok_or_else(|| self.recompile(py, o, "valid flags"))??
+                }
             };
-            let arr = match &o.view {
-                Some(dtype) => arr.call_method1(pyo3::intern!(py, "view"), (dtype,))?,
-                None => arr,
-            };
-            batch.set_item(&o.key, arr)?;
+            made.push(m);
         }
         let mut mask = vec![false; self.batch_size];
         mask[..real.min(self.batch_size)].fill(true);
-        batch.set_item(&self.mask_key, PyArray1::from_vec(py, mask))?;
+        let mask = small.flat(py, mask, vec![self.batch_size]);
+        made.push(mask.ok_or_else(|| Error::internal("a mask of another size"))??);
+        let arrays = small.arrays(py, made)?;
+        let batch = PyDict::new(py);
+        let (mask, arrays) = arrays
+            .split_last()
+            .ok_or_else(|| Error::internal("no mask"))?;
+        for (o, arr) in self.outputs.iter().zip(arrays) {
+            match &o.view {
+                Some(dtype) => batch.set_item(
+                    &o.key,
+                    arr.call_method1(pyo3::intern!(py, "view"), (dtype,))?,
+                )?,
+                None => batch.set_item(&o.key, arr)?,
+            }
+        }
+        batch.set_item(&self.mask_key, mask)?;
         Ok((batch, notes))
     }
 
@@ -205,11 +234,174 @@ impl<'a> From<Column<'a>> for Parts<'a> {
     }
 }
 
-/// [`array`] for a part held flat, or `None` if `v` does not fill `dims`.
-fn flat_array<'py, T: Element>(
+/// An array of the finished batch: made already, or the `i`-th of the small ones, made once
+/// their shared base holds all their memory ([`SmallArrays::arrays`]).
+enum Made<'py> {
+    Array(Bound<'py, PyAny>),
+    Small(usize),
+}
+
+/// A small array waiting for its base: where its values are, its dtype and its shape.
+struct Pending<'py> {
+    data: *mut u8,
+    dtype: Bound<'py, PyArrayDescr>,
+    dims: Vec<npy_intp>,
+}
+
+/// The memory under a finished batch's small arrays (below `spares::MIN_BYTES`: columns of
+/// scalars, lengths, the mask), their one base object: freed when the last of them is.
+///
+/// Made one by one, each array had an owner of its own (rust-numpy's container, after an
+/// `ndarray` of dynamic shape to describe it): on 41 arrays of a tabular batch that was most of
+/// the consumer thread's time in the call that hands it the batch, under the GIL.
+#[pyclass(module = "jaxrec._native", frozen)]
+pub(super) struct BatchParts {
+    _memory: Vec<Spare>,
+}
+
+/// The small arrays of one finished batch, gathered before their base is made.
+#[derive(Default)]
+struct SmallArrays<'py> {
+    memory: Vec<Spare>,
+    pending: Vec<Pending<'py>>,
+}
+
+impl<'py> SmallArrays<'py> {
+    /// A column's values: kept for the shared base when small and numeric, else made now
+    /// (large ones lend their memory to the next batch, see `parser::data_array`).
+    fn values(
+        &mut self,
+        py: Python<'py>,
+        data: ColumnData<'_>,
+        dims: Vec<usize>,
+        reusable: bool,
+    ) -> PyResult<Made<'py>> {
+        macro_rules! numbers {
+            ($v:expr, $wrap:expr) => {
+                match self.keep(py, $v, &dims) {
+                    Ok(i) => Ok(Made::Small(i)),
+                    Err(v) => data_array(py, $wrap(v), &dims, reusable).map(Made::Array),
+                }
+            };
+        }
+        match data {
+            ColumnData::I8(v) => numbers!(v, ColumnData::I8),
+            ColumnData::I16(v) => numbers!(v, ColumnData::I16),
+            ColumnData::I32(v) => numbers!(v, ColumnData::I32),
+            ColumnData::I64(v) => numbers!(v, ColumnData::I64),
+            ColumnData::U8(v) => numbers!(v, ColumnData::U8),
+            ColumnData::U16(v) => numbers!(v, ColumnData::U16),
+            ColumnData::F16(v) => numbers!(v, ColumnData::F16),
+            ColumnData::BF16(v) => numbers!(v, ColumnData::BF16),
+            ColumnData::U32(v) => numbers!(v, ColumnData::U32),
+            ColumnData::U64(v) => numbers!(v, ColumnData::U64),
+            ColumnData::Bool(v) => numbers!(v, ColumnData::Bool),
+            ColumnData::F32(v) => numbers!(v, ColumnData::F32),
+            ColumnData::F64(v) => numbers!(v, ColumnData::F64),
+            bytes @ ColumnData::Bytes(_) => data_array(py, bytes, &dims, false).map(Made::Array),
+        }
+    }
+
+    /// A part held flat, or `None` if `v` does not fill `dims`.
+    fn flat<T: Element>(
+        &mut self,
+        py: Python<'py>,
+        v: Vec<T>,
+        dims: Vec<usize>,
+    ) -> Option<PyResult<Made<'py>>> {
+        if v.len() != dims.iter().product::<usize>() {
+            return None;
+        }
+        Some(match self.keep(py, v, &dims) {
+            Ok(i) => Ok(Made::Small(i)),
+            Err(v) => array(py, v, &dims).map(Made::Array),
+        })
+    }
+
+    /// Takes `v` (filling `dims`) into the shared memory and returns its number; gives it back
+    /// where it is not small, or allocated nothing (an empty array).
+    fn keep<T: Element>(
+        &mut self,
+        py: Python<'py>,
+        v: Vec<T>,
+        dims: &[usize],
+    ) -> Result<usize, Vec<T>> {
+        let bytes = std::mem::size_of_val(v.as_slice());
+        let fills = dims.iter().try_fold(1usize, |a, &d| a.checked_mul(d)) == Some(v.len());
+        let np_dims: Option<Vec<npy_intp>> =
+            dims.iter().map(|&d| npy_intp::try_from(d).ok()).collect();
+        let (true, Some(np_dims)) = (bytes < spares::MIN_BYTES && fills, np_dims) else {
+            return Err(v);
+        };
+        let Some(memory) = Spare::from_vec(v) else {
+            return Err(Vec::new()); // nothing allocated: an empty array
+        };
+        self.pending.push(Pending {
+            data: memory.as_ptr(),
+            dtype: T::get_dtype(py),
+            dims: np_dims,
+        });
+        self.memory.push(memory);
+        Ok(self.pending.len() - 1)
+    }
+
+    /// Every array, in order: the small ones made now over their shared base.
+    fn arrays(self, py: Python<'py>, made: Vec<Made<'py>>) -> PyResult<Vec<Bound<'py, PyAny>>> {
+        let SmallArrays { memory, pending } = self;
+        let mut small: Vec<Option<Bound<'py, PyAny>>> = Vec::with_capacity(pending.len());
+        if !pending.is_empty() {
+            // Dropped on failure: the memory is freed with it.
+            let base = Bound::new(py, BatchParts { _memory: memory })?.into_any();
+            for p in pending {
+                small.push(Some(over_base(py, p, &base)?));
+            }
+        }
+        made.into_iter()
+            .map(|m| match m {
+                Made::Array(a) => Ok(a),
+                Made::Small(i) => small.get_mut(i).and_then(Option::take).ok_or_else(|| {
+                    Error::internal("a small array taken twice or never made").into()
+                }),
+            })
+            .collect()
+    }
+}
+
+/// A writable, C-contiguous array over `p`'s values, whose base object is `base` (which owns
+/// that memory).
+fn over_base<'py>(
     py: Python<'py>,
-    v: Vec<T>,
-    dims: &[usize],
-) -> Option<PyResult<Bound<'py, PyAny>>> {
-    (v.len() == dims.iter().product::<usize>()).then(|| array(py, v, dims))
+    mut p: Pending<'py>,
+    base: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let nd = std::ffi::c_int::try_from(p.dims.len())
+        .map_err(|_| Error::internal("an array of too many dimensions"))?;
+    // SAFETY: `p.data` points at the values of an allocation `base` owns (through its
+    // `BatchParts`), as many as the dims multiply to (`SmallArrays::keep` checked), aligned
+    // for the dtype (a Vec of its element type). NewFromDescr steals the dtype reference
+    // (`into_dtype_ptr` made one) and, given data and no strides, describes it C-contiguous
+    // without copying or owning it; SetBaseObject steals the reference `into_ptr` made, on
+    // failure too; the array then owns nothing, and dropping it frees nothing of the base's.
+    unsafe {
+        let arr = PY_ARRAY_API.PyArray_NewFromDescr(
+            py,
+            get_type_object(py, NpyTypes::PyArray_Type),
+            p.dtype.into_dtype_ptr(),
+            nd,
+            p.dims.as_mut_ptr(),
+            std::ptr::null_mut(),
+            p.data.cast(),
+            NPY_ARRAY_WRITEABLE,
+            std::ptr::null_mut(),
+        );
+        if arr.is_null() {
+            return Err(PyErr::fetch(py));
+        }
+        let arr = Bound::from_owned_ptr(py, arr);
+        let owner = base.clone().into_ptr();
+        if PY_ARRAY_API.PyArray_SetBaseObject(py, arr.as_ptr().cast::<PyArrayObject>(), owner) < 0 {
+            return Err(PyErr::fetch(py));
+        }
+        Ok(arr)
+    }
 }

@@ -36,6 +36,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     // The largest read block the pool keeps: the Loader's automatic block size stays below it.
     m.add("MAX_POOLED_BLOCK", crate::records::blocks::MAX_POOLED_BLOCK)?;
     m.add_class::<parser::BatchMemory>()?;
+    m.add_class::<finish::BatchParts>()?;
     m.add_class::<records::Chunk>()?;
     m.add_class::<records::RecordReader>()?;
     m.add_class::<records::RecordWriter>()?;

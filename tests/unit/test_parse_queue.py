@@ -347,6 +347,47 @@ def test_finished_batches_equal_what_python_pads(tmp_path, rows_per_batch):
     assert native.skips == python.skips and native.skip_errors == python.skip_errors
 
 
+def _base_object(a: np.ndarray):
+    """The object under ``a`` and every array it is a view of."""
+    while isinstance(a.base, np.ndarray):
+        a = a.base
+    return a.base
+
+
+def test_a_finished_batchs_small_arrays_share_a_base_that_outlives_the_batch(tmp_path):
+    # A finished batch's small arrays (scalars, short lists, lengths, the mask) sit over one
+    # native BatchParts, their shared base: each stays whole and writable as long as it is
+    # referenced, whatever is freed and parsed meanwhile.
+    chunks = chunks_of(write_finish(tmp_path / "a.tfrecord", 40), 12)
+    native = jr.ExampleParser(FINISH_SPEC)
+    batcher = Batcher(native.parse_rows([], np.array([], np.int64), np.array([], np.int64)), 8)
+    rng = np.random.default_rng(9)
+
+    def picks():
+        which = rng.integers(0, len(chunks), 8)
+        return which, np.array([rng.integers(0, len(chunks[w])) for w in which])
+
+    with opened(native, 2, batcher) as queue:
+        got, _ = queue.result(queue.submit(chunks, *picks()))
+        numbers = {k: v for k, v in got.items() if v.dtype != object}
+        bases = {k: _base_object(v) for k, v in numbers.items()}
+        assert {type(b).__name__ for b in bases.values()} == {"BatchParts"}, bases
+        assert len({id(b) for b in bases.values()}) == 1, "one base for them all"
+        for k, v in numbers.items():
+            assert v.flags.writeable and v.flags.c_contiguous and v.flags.aligned, k
+        # Views of the uint16 bits, over the base.
+        assert (got["grid"].dtype, got["half"].dtype) == (np.float16, ml_dtypes.bfloat16)
+        kept, want = got["tokens"], got["tokens"].copy()
+        kept_lengths, want_lengths = got["tokens_length"], got["tokens_length"].copy()
+        del got, numbers, bases
+        for _ in range(20):  # batches freed and made over the memory freed meanwhile
+            queue.result(queue.submit(chunks, *picks()))
+        np.testing.assert_array_equal(kept, want)
+        np.testing.assert_array_equal(kept_lengths, want_lengths)
+        kept[...] = 7  # still its own memory
+        assert (kept == 7).all()
+
+
 def test_specs_python_assembles_are_finished_by_python(tmp_path):
     # SparseFeature / RaggedFeature are assembled from components, and SequenceExamples
     # have feature lists: the queue parses them natively and Python finishes them.
