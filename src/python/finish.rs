@@ -58,6 +58,8 @@ struct Output {
     column: usize,
     part: Part,
     row_shape: Vec<usize>,
+    /// The array's shape: the batch size, then `row_shape` (made once, not per batch).
+    dims: Vec<usize>,
     view: Option<Py<PyAny>>,
 }
 
@@ -90,11 +92,15 @@ impl BatchForm {
                 ))
                 .into());
             }
+            let dims = std::iter::once(arg.batch_size)
+                .chain(o.row_shape.iter().copied())
+                .collect();
             outputs.push(Output {
                 key: o.key,
                 column: o.column,
                 part,
                 row_shape: o.row_shape,
+                dims,
                 view: o.view,
             });
         }
@@ -138,7 +144,7 @@ impl BatchForm {
                     o.column, o.key
                 ))
             };
-            let dims = self.dims(&o.row_shape);
+            let dims = &o.dims;
             let m = match o.part {
                 Part::Values => {
                     let (data, shape, reusable) = p.values.take().ok_or_else(missing)?;
@@ -172,7 +178,7 @@ impl BatchForm {
         }
         let mut mask = vec![false; self.batch_size];
         mask[..real.min(self.batch_size)].fill(true);
-        let mask = small.flat(py, mask, vec![self.batch_size]);
+        let mask = small.flat(py, mask, &[self.batch_size]);
         made.push(mask.ok_or_else(|| Error::internal("a mask of another size"))??);
         let arrays = small.arrays(py, made)?;
         let batch = PyDict::new(py);
@@ -190,13 +196,6 @@ impl BatchForm {
         }
         batch.set_item(&self.mask_key, mask)?;
         Ok((batch, notes))
-    }
-
-    fn dims(&self, row_shape: &[usize]) -> Vec<usize> {
-        let mut dims = Vec::with_capacity(row_shape.len() + 1);
-        dims.push(self.batch_size);
-        dims.extend_from_slice(row_shape);
-        dims
     }
 
     /// The error for an array that does not fill the first batch's shape (as `Batcher`
@@ -245,8 +244,14 @@ enum Made<'py> {
 struct Pending<'py> {
     data: *mut u8,
     dtype: Bound<'py, PyArrayDescr>,
-    dims: Vec<npy_intp>,
+    /// Its shape: the first `nd` (no allocation for it).
+    dims: [npy_intp; MAX_SMALL_DIMS],
+    nd: usize,
 }
+
+/// Dimensions a small array may have (a batch's arrays have 1 to 3 or so; more are made
+/// apart).
+const MAX_SMALL_DIMS: usize = 8;
 
 /// The memory under a finished batch's small arrays (below `spares::MIN_BYTES`: columns of
 /// scalars, lengths, the mask), their one base object: freed when the last of them is.
@@ -273,14 +278,14 @@ impl<'py> SmallArrays<'py> {
         &mut self,
         py: Python<'py>,
         data: ColumnData<'_>,
-        dims: Vec<usize>,
+        dims: &[usize],
         reusable: bool,
     ) -> PyResult<Made<'py>> {
         macro_rules! numbers {
             ($v:expr, $wrap:expr) => {
-                match self.keep(py, $v, &dims) {
+                match self.keep(py, $v, dims) {
                     Ok(i) => Ok(Made::Small(i)),
-                    Err(v) => data_array(py, $wrap(v), &dims, reusable).map(Made::Array),
+                    Err(v) => data_array(py, $wrap(v), dims, reusable).map(Made::Array),
                 }
             };
         }
@@ -298,7 +303,7 @@ impl<'py> SmallArrays<'py> {
             ColumnData::Bool(v) => numbers!(v, ColumnData::Bool),
             ColumnData::F32(v) => numbers!(v, ColumnData::F32),
             ColumnData::F64(v) => numbers!(v, ColumnData::F64),
-            bytes @ ColumnData::Bytes(_) => data_array(py, bytes, &dims, false).map(Made::Array),
+            bytes @ ColumnData::Bytes(_) => data_array(py, bytes, dims, false).map(Made::Array),
         }
     }
 
@@ -307,14 +312,14 @@ impl<'py> SmallArrays<'py> {
         &mut self,
         py: Python<'py>,
         v: Vec<T>,
-        dims: Vec<usize>,
+        dims: &[usize],
     ) -> Option<PyResult<Made<'py>>> {
         if v.len() != dims.iter().product::<usize>() {
             return None;
         }
-        Some(match self.keep(py, v, &dims) {
+        Some(match self.keep(py, v, dims) {
             Ok(i) => Ok(Made::Small(i)),
-            Err(v) => array(py, v, &dims).map(Made::Array),
+            Err(v) => array(py, v, dims).map(Made::Array),
         })
     }
 
@@ -328,11 +333,14 @@ impl<'py> SmallArrays<'py> {
     ) -> Result<usize, Vec<T>> {
         let bytes = std::mem::size_of_val(v.as_slice());
         let fills = dims.iter().try_fold(1usize, |a, &d| a.checked_mul(d)) == Some(v.len());
-        let np_dims: Option<Vec<npy_intp>> =
-            dims.iter().map(|&d| npy_intp::try_from(d).ok()).collect();
-        let (true, Some(np_dims)) = (bytes < spares::MIN_BYTES && fills, np_dims) else {
+        if bytes >= spares::MIN_BYTES || !fills || dims.len() > MAX_SMALL_DIMS {
             return Err(v);
-        };
+        }
+        let mut np_dims = [0 as npy_intp; MAX_SMALL_DIMS];
+        for (to, &d) in np_dims.iter_mut().zip(dims) {
+            // Within isize: the dims multiply to the length of a Vec.
+            *to = d as npy_intp;
+        }
         let Some(memory) = Spare::from_vec(v) else {
             return Err(Vec::new()); // nothing allocated: an empty array
         };
@@ -340,6 +348,7 @@ impl<'py> SmallArrays<'py> {
             data: memory.as_ptr(),
             dtype: T::get_dtype(py),
             dims: np_dims,
+            nd: dims.len(),
         });
         self.memory.push(memory);
         Ok(self.pending.len() - 1)
@@ -374,8 +383,8 @@ fn over_base<'py>(
     mut p: Pending<'py>,
     base: &Bound<'py, PyAny>,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let nd = std::ffi::c_int::try_from(p.dims.len())
-        .map_err(|_| Error::internal("an array of too many dimensions"))?;
+    // At most MAX_SMALL_DIMS.
+    let nd = p.nd as std::ffi::c_int;
     // SAFETY: `p.data` points at the values of an allocation `base` owns (through its
     // `BatchParts`), as many as the dims multiply to (`SmallArrays::keep` checked), aligned
     // for the dtype (a Vec of its element type). NewFromDescr steals the dtype reference
