@@ -675,9 +675,9 @@ class Pipeline:
             # to end on its own, as a stuck pool thread is.
             self.parses.close(wait=not stuck)
         # Drop queued batches (and with them the chunks they reference). The decoded batches'
-        # memory kept for reuse stays for the next Loader, but once no Loader runs the kernel
-        # may take its pages back whenever it needs memory, also those of batches the consumer
-        # frees later (MADV_FREE; other systems free it now).
+        # memory kept for reuse stays for the next Loader, but once no Loader has run for half
+        # a second the kernel may take its pages back whenever it needs memory, also those of
+        # batches the consumer frees later (MADV_FREE; other systems free it then; src/idle.rs).
         self.inflight.clear()
         self.out.clear()
         _native.loader_ended()
