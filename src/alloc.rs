@@ -487,6 +487,15 @@ pub mod spares {
         }
     }
 
+    /// The spares' lock, held until the value is dropped (`crate::idle`'s fork handlers:
+    /// nothing else holds it across a `fork()`).
+    pub struct Held(#[allow(dead_code)] std::sync::MutexGuard<'static, Kept>);
+
+    /// Takes the spares' lock (see [`Held`]).
+    pub fn hold() -> Held {
+        Held(kept())
+    }
+
     /// A Loader starts: the spares serve its batches as they are (see [`idle`]).
     pub fn in_use() {
         kept().loaders.start();

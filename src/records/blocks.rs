@@ -279,6 +279,15 @@ impl Pool {
     }
 }
 
+/// The pool's lock, held until the value is dropped (`crate::idle`'s fork handlers: nothing
+/// else holds it across a `fork()`).
+pub struct Held(#[allow(dead_code)] std::sync::MutexGuard<'static, Pool>);
+
+/// Takes the pool's lock (see [`Held`]).
+pub fn hold() -> Held {
+    Held(pool())
+}
+
 /// A Loader starts: pooled blocks serve its reads as they are (see [`idle`]).
 pub fn in_use() {
     pool().loaders.start();

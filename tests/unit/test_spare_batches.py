@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import gc
 import os
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -367,3 +369,58 @@ def test_the_kept_memory_settles_on_its_own_a_moment_after_the_end(tmp_path):
     while IDLE_THREAD in thread_names().values() and time.monotonic() < deadline:
         time.sleep(0.05)
     assert IDLE_THREAD not in thread_names().values(), "the settling's thread stayed"
+
+
+_FORKED = """
+import gc, os, sys, time
+import numpy as np
+import jaxrec as jr
+
+def lazy_free():
+    with open(f"/proc/{os.getpid()}/smaps_rollup") as f:
+        return next(int(line.split()[1]) << 10 for line in f if line.startswith("LazyFree:"))
+
+path, spec = sys.argv[1], {"x": jr.VarLenFeature(np.int64, max_len=128)}  # 128 KiB batches
+for _ in jr.Loader(path, spec, 128, num_epochs=1):
+    pass
+pid = os.fork()  # while the parent's settling is pending
+if pid == 0:  # the child: whatever happens, it leaves through os._exit
+    code = 1
+    try:
+        n = 0
+        for batch in jr.Loader(path, spec, 128, num_epochs=2):
+            n += 1
+        del batch
+        gc.collect()
+        at_end = lazy_free()
+        deadline = time.monotonic() + 10
+        while lazy_free() - at_end < (128 << 10) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        settled = lazy_free() - at_end >= (128 << 10)
+        code = 0 if n == 10 and settled else 2 if n == 10 else 3
+    finally:
+        os._exit(code)
+_, status = os.waitpid(pid, 0)
+sys.exit(os.waitstatus_to_exitcode(status))
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork is POSIX's")
+def test_a_process_forked_after_a_loader_runs_loaders_and_settles_their_memory(tmp_path):
+    # The fork copies no jaxrec-idle thread, and a settling the parent had pending is not the
+    # child's: the child's own Loaders run, and their end starts a settling of its own (native
+    # idle::fork_handlers), seen as the kept batches' pages becoming LazyFree. In a process of
+    # its own, without JAX (whose fork hook warns of its threads).
+    if _lazy_free_bytes() is None:
+        pytest.skip("LazyFree is Linux's")
+    path = tmp_path / "d.tfrecord"
+    with jr.TFRecordWriter(path) as w:
+        w.write_many([jr.encode_example({"x": list(range(i % 100))}) for i in range(600)])
+    try:
+        run = subprocess.run(
+            [sys.executable, "-c", _FORKED, str(path)], capture_output=True, text=True, timeout=120
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail("the forked child (or its parent) hung")
+    assert run.returncode != 2, "the child's kept memory never settled"
+    assert run.returncode == 0, f"the child's Loader failed ({run.returncode}): {run.stderr}"
