@@ -90,9 +90,10 @@ pub fn fork_handlers() {
         });
     }
     REGISTER.call_once(|| {
-        // SAFETY: the handlers are plain functions that take and release this module's locks
-        // (no allocation, no Python); registering fails only for want of memory, and then a
-        // fork simply goes without them, as before.
+        // SAFETY: the handlers are plain functions that take and release this crate's locks
+        // (no Python, no panic: a poisoned lock is taken as it is) on the forking thread;
+        // registering fails only for want of memory, and then a fork simply goes without
+        // them, as before.
         unsafe {
             libc::pthread_atfork(Some(prepare), Some(parent), Some(child));
         }
