@@ -489,11 +489,13 @@ pub mod spares {
 
     /// The spares' lock, held until the value is dropped (`crate::idle`'s fork handlers:
     /// nothing else holds it across a `fork()`).
-    pub struct Held(#[allow(dead_code)] std::sync::MutexGuard<'static, Kept>);
+    pub struct Held {
+        _lock: std::sync::MutexGuard<'static, Kept>,
+    }
 
     /// Takes the spares' lock (see [`Held`]).
     pub fn hold() -> Held {
-        Held(kept())
+        Held { _lock: kept() }
     }
 
     /// A Loader starts: the spares serve its batches as they are (see [`idle`]).

@@ -277,33 +277,28 @@ impl<'py> SmallArrays<'py> {
     fn values(
         &mut self,
         py: Python<'py>,
-        data: ColumnData<'_>,
+        mut data: ColumnData<'_>,
         dims: &[usize],
         reusable: bool,
     ) -> PyResult<Made<'py>> {
-        macro_rules! numbers {
-            ($v:expr, $wrap:expr) => {
-                match self.keep(py, $v, dims) {
-                    Ok(i) => Ok(Made::Small(i)),
-                    Err(v) => data_array(py, $wrap(v), dims, reusable).map(Made::Array),
-                }
-            };
-        }
-        match data {
-            ColumnData::I8(v) => numbers!(v, ColumnData::I8),
-            ColumnData::I16(v) => numbers!(v, ColumnData::I16),
-            ColumnData::I32(v) => numbers!(v, ColumnData::I32),
-            ColumnData::I64(v) => numbers!(v, ColumnData::I64),
-            ColumnData::U8(v) => numbers!(v, ColumnData::U8),
-            ColumnData::U16(v) => numbers!(v, ColumnData::U16),
-            ColumnData::F16(v) => numbers!(v, ColumnData::F16),
-            ColumnData::BF16(v) => numbers!(v, ColumnData::BF16),
-            ColumnData::U32(v) => numbers!(v, ColumnData::U32),
-            ColumnData::U64(v) => numbers!(v, ColumnData::U64),
-            ColumnData::Bool(v) => numbers!(v, ColumnData::Bool),
-            ColumnData::F32(v) => numbers!(v, ColumnData::F32),
-            ColumnData::F64(v) => numbers!(v, ColumnData::F64),
-            bytes @ ColumnData::Bytes(_) => data_array(py, bytes, dims, false).map(Made::Array),
+        let kept = match &mut data {
+            ColumnData::I8(v) => self.keep(py, v, dims),
+            ColumnData::I16(v) => self.keep(py, v, dims),
+            ColumnData::I32(v) => self.keep(py, v, dims),
+            ColumnData::I64(v) => self.keep(py, v, dims),
+            ColumnData::U8(v) => self.keep(py, v, dims),
+            // float16 and bfloat16 as their uint16 bit patterns (viewed as such in `finish`).
+            ColumnData::U16(v) | ColumnData::F16(v) | ColumnData::BF16(v) => self.keep(py, v, dims),
+            ColumnData::U32(v) => self.keep(py, v, dims),
+            ColumnData::U64(v) => self.keep(py, v, dims),
+            ColumnData::Bool(v) => self.keep(py, v, dims),
+            ColumnData::F32(v) => self.keep(py, v, dims),
+            ColumnData::F64(v) => self.keep(py, v, dims),
+            ColumnData::Bytes(_) => None,
+        };
+        match kept {
+            Some(i) => Ok(Made::Small(i)),
+            None => data_array(py, data, dims, reusable).map(Made::Array),
         }
     }
 
@@ -311,39 +306,39 @@ impl<'py> SmallArrays<'py> {
     fn flat<T: Element>(
         &mut self,
         py: Python<'py>,
-        v: Vec<T>,
+        mut v: Vec<T>,
         dims: &[usize],
     ) -> Option<PyResult<Made<'py>>> {
         if v.len() != dims.iter().product::<usize>() {
             return None;
         }
-        Some(match self.keep(py, v, dims) {
-            Ok(i) => Ok(Made::Small(i)),
-            Err(v) => array(py, v, dims).map(Made::Array),
+        Some(match self.keep(py, &mut v, dims) {
+            Some(i) => Ok(Made::Small(i)),
+            None => array(py, v, dims).map(Made::Array),
         })
     }
 
-    /// Takes `v` (filling `dims`) into the shared memory and returns its number; gives it back
+    /// Moves `v` (filling `dims`) into the shared memory and returns its number; leaves it
     /// where it is not small, or allocated nothing (an empty array).
     fn keep<T: Element>(
         &mut self,
         py: Python<'py>,
-        v: Vec<T>,
+        v: &mut Vec<T>,
         dims: &[usize],
-    ) -> Result<usize, Vec<T>> {
+    ) -> Option<usize> {
         let bytes = std::mem::size_of_val(v.as_slice());
         let fills = dims.iter().try_fold(1usize, |a, &d| a.checked_mul(d)) == Some(v.len());
-        if bytes >= spares::MIN_BYTES || !fills || dims.len() > MAX_SMALL_DIMS {
-            return Err(v);
+        if bytes >= spares::MIN_BYTES || !fills || dims.len() > MAX_SMALL_DIMS || v.capacity() == 0
+        {
+            return None;
         }
         let mut np_dims = [0 as npy_intp; MAX_SMALL_DIMS];
         for (to, &d) in np_dims.iter_mut().zip(dims) {
             // Within isize: the dims multiply to the length of a Vec.
             *to = d as npy_intp;
         }
-        let Some(memory) = Spare::from_vec(v) else {
-            return Err(Vec::new()); // nothing allocated: an empty array
-        };
+        // Some: a Vec with capacity owns an allocation.
+        let memory = Spare::from_vec(std::mem::take(v))?;
         self.pending.push(Pending {
             data: memory.as_ptr(),
             dtype: T::get_dtype(py),
@@ -351,7 +346,7 @@ impl<'py> SmallArrays<'py> {
             nd: dims.len(),
         });
         self.memory.push(memory);
-        Ok(self.pending.len() - 1)
+        Some(self.pending.len() - 1)
     }
 
     /// Every array, in order: the small ones made now over their shared base.

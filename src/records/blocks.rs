@@ -281,11 +281,13 @@ impl Pool {
 
 /// The pool's lock, held until the value is dropped (`crate::idle`'s fork handlers: nothing
 /// else holds it across a `fork()`).
-pub struct Held(#[allow(dead_code)] std::sync::MutexGuard<'static, Pool>);
+pub struct Held {
+    _lock: std::sync::MutexGuard<'static, Pool>,
+}
 
 /// Takes the pool's lock (see [`Held`]).
 pub fn hold() -> Held {
-    Held(pool())
+    Held { _lock: pool() }
 }
 
 /// A Loader starts: pooled blocks serve its reads as they are (see [`idle`]).

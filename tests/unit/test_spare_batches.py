@@ -78,6 +78,28 @@ def _photo(rng: np.random.Generator, h: int, w: int) -> np.ndarray:
     return rng.integers(1, 255, (h, w, 3), dtype=np.uint8)
 
 
+# Batches of 48 such crops are 5.3 MB: large spares, kept at most MAX_LARGE.
+PHOTO_SPEC = {"image": jr.Image((192, 192, 3), resize="crop_or_pad")}
+
+
+def _photos(path, n: int, seed: int):
+    """Writes ``n`` 200x200 JPEGs to ``path`` (read with :data:`PHOTO_SPEC`); returns it."""
+    rng = np.random.default_rng(seed)
+    with jr.TFRecordWriter(path) as w:
+        for _ in range(n):
+            w.write(jr.encode_example({"image": jr.encode_jpeg(_photo(rng, 200, 200))}))
+    return path
+
+
+def _lazy_free_bytes() -> int | None:
+    """This process's pages handed to the kernel to reclaim (``LazyFree``); None off Linux."""
+    rollup = f"/proc/{os.getpid()}/smaps_rollup"
+    if not os.path.exists(rollup):
+        return None
+    with open(rollup) as f:
+        return next(int(line.split()[1]) << 10 for line in f if line.startswith("LazyFree:"))
+
+
 def test_image_batches_reuse_memory_and_write_every_pixel():
     rng = np.random.default_rng(0)
     records = []
@@ -244,11 +266,9 @@ def test_a_loader_whose_consumer_writes_into_its_batches_gets_exact_batches(tmp_
     _native.settle_kept_memory()
     count, _ = _native.spare_batches()
     assert count <= MAX_LARGE
-    rollup = f"/proc/{os.getpid()}/smaps_rollup"
-    if os.path.exists(rollup):  # Linux
+    lazy = _lazy_free_bytes()
+    if lazy is not None:  # Linux
         assert count >= 2, "the Loader's end freed the spares"
-        with open(rollup) as f:
-            lazy = next(int(line.split()[1]) << 10 for line in f if line.startswith("LazyFree:"))
         assert lazy >= 48 * 192 * 192 * 3, f"no batch's pages were handed back ({lazy} bytes)"
 
 
@@ -293,14 +313,9 @@ def test_the_consumers_last_batch_freed_after_the_end_is_the_kernels_to_reclaim(
     # when it needs memory (MADV_FREE) like the others, not held as plain memory. Forced out,
     # such pages read as zeros (a quarter of the pixels at least are not); unadvised pages keep
     # the pixels.
-    rng = np.random.default_rng(4)
-    path = tmp_path / "images.tfrecord"
-    with jr.TFRecordWriter(path) as w:
-        for _ in range(64):
-            w.write(jr.encode_example({"image": jr.encode_jpeg(_photo(rng, 200, 200))}))
-    spec = {"image": jr.Image((192, 192, 3), resize="crop_or_pad")}
+    path = _photos(tmp_path / "images.tfrecord", 64, seed=4)
     last = None
-    for batch in jr.Loader(path, spec, 48, num_epochs=2, num_threads=2):  # 5.3 MB batches
+    for batch in jr.Loader(path, PHOTO_SPEC, 48, num_epochs=2, num_threads=2):
         last = batch
     image = last["image"]
     assert isinstance(image.base, _native.BatchMemory)
@@ -330,14 +345,6 @@ def test_the_consumers_last_batch_freed_after_the_end_is_the_kernels_to_reclaim(
         assert left <= len(after) // 50, f"the last batch's memory was not lazily freed ({left})"
 
 
-def _lazy_free_bytes() -> int | None:
-    rollup = f"/proc/{os.getpid()}/smaps_rollup"
-    if not os.path.exists(rollup):  # not Linux
-        return None
-    with open(rollup) as f:
-        return next(int(line.split()[1]) << 10 for line in f if line.startswith("LazyFree:"))
-
-
 def test_the_kept_memory_settles_on_its_own_a_moment_after_the_end(tmp_path):
     # Not at the Loader's end (the next Loader of a row reuses it as it is) but a moment after
     # (native idle::GRACE, half a second; the timer's rules are the Rust tests'), on the
@@ -345,13 +352,8 @@ def test_the_kept_memory_settles_on_its_own_a_moment_after_the_end(tmp_path):
     # reclaim (MADV_FREE), which shows as LazyFree.
     if _lazy_free_bytes() is None:
         pytest.skip("LazyFree is Linux's")
-    rng = np.random.default_rng(8)
-    path = tmp_path / "images.tfrecord"
-    with jr.TFRecordWriter(path) as w:
-        for _ in range(96):
-            w.write(jr.encode_example({"image": jr.encode_jpeg(_photo(rng, 200, 200))}))
-    spec = {"image": jr.Image((192, 192, 3), resize="crop_or_pad")}
-    for _batch in jr.Loader(path, spec, 48, num_epochs=1, num_threads=2):  # 5.3 MB batches
+    path = _photos(tmp_path / "images.tfrecord", 96, seed=8)
+    for _batch in jr.Loader(path, PHOTO_SPEC, 48, num_epochs=1, num_threads=2):
         pass
     ended = time.monotonic()
     at_end = _lazy_free_bytes()  # before anything slow (a collection in a large process)
