@@ -323,6 +323,39 @@ def dataset(
     return [str(root / n) for n in names]
 
 
+def as_read_from_disk(paths: list[str]) -> None:
+    """Leaves ``paths`` in the page cache as tf.data's first epoch over them from disk would.
+
+    A run's figures depend on how the kernel holds the files it reads, and that depends on
+    the machine's history. Read from disk, files fill the cache through readahead in folios
+    whose size follows the reader's requests; written here in small pieces, or dropped under
+    memory pressure and read back piece by piece, they may sit in 4 KiB pages, and every
+    ``read`` then walks many more of them. Reading the tokens files into a 2 MiB buffer (as
+    the Loader does) ran at 10.9-13.3 GB/s a core on files a long-lived VM held so, 19.9 on
+    files just written in 1 MiB pieces, and after this function's drop and read 21.5 (read
+    back in 8 MiB pieces: 14.7; 2 MiB: 16.1; 1 MiB: 17.3-18.3; 128 KiB: 23.0-24.3); the
+    page-cache lookups (``filemap_get_read_batch``) were 5.9 % of a tokens Loader pass's CPU
+    samples on the first. The Loader reads far more bytes per unit of work than tf.data, so
+    the state weighed mostly on one side of the ratio, and differently from run to run.
+
+    So each run first drops the files' pages (``fsync``, then ``POSIX_FADV_DONTNEED``: clean
+    pages, where no other process maps them) and reads each file once in 256 KiB pieces,
+    ``TFRecordDataset``'s default buffer: every tool then reads what a tf.data user's second
+    epoch over a dataset that fits in memory reads, whatever ran on the machine before. Where
+    ``posix_fadvise`` is missing the files are only read.
+    """
+    for path in paths:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            if hasattr(os, "posix_fadvise"):
+                os.fsync(fd)
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            while os.read(fd, 256 << 10):
+                pass
+        finally:
+            os.close(fd)
+
+
 def framing_file(
     mib: int = 256, record_size: int = 1024, cache_dir: str | os.PathLike | None = None
 ) -> str:

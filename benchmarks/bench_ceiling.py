@@ -110,6 +110,7 @@ def main() -> int:
     args = p.parse_args()
 
     files = _data.dataset(args.workload, args.records, args.files, args.data_dir)
+    _data.as_read_from_disk(files)  # the same page-cache state for every run
     spec = _data.spec(args.workload)
     counts = jr.Loader(files, spec, 256).record_counts
     loader = jr.Loader(files, spec, 256, num_threads=args.threads, record_counts=counts)

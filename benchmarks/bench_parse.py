@@ -455,6 +455,7 @@ def main() -> int:
     command = shlex.join([os.path.basename(sys.executable), *sys.argv])
     # Written (once) before the workers start, which then only read it.
     files = _data.dataset(args.workload, args.records, args.files, args.data_dir)
+    _data.as_read_from_disk(files)  # the same page-cache state for every run and tool
     records = args.records or _data.DEFAULT_RECORDS[args.workload]
     size = sum(os.path.getsize(f) for f in files)
     chunk_bytes = args.chunk_bytes or int(1.25 * args.batch_size * size / records)
