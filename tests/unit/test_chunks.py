@@ -87,6 +87,44 @@ def test_a_stream_keeps_only_the_chunks_it_still_needs(tmp_path, shuffle_buffer)
     assert max(held) < 200, max(held)  # not the epoch's thousand
 
 
+@pytest.mark.parametrize("counted", [True, False])
+def test_a_stream_reads_one_record_beyond_a_take_only_when_its_end_is_unknown(
+    tmp_path, counted
+):
+    # Counted pieces end where the counts say: a take of n reads n records of the interleave
+    # (one more split the last round of every planner step into a run per piece), and the
+    # stream is exhausted as its last records go out. Uncounted pieces (num_epochs=None, no
+    # counts) learn their end by reading one record beyond each take.
+    import concurrent.futures
+
+    import jaxrec as jr
+    from jaxrec._loader.readers import PoolReads
+    from jaxrec._loader.state import LoaderPosition
+
+    paths = []
+    for f in range(3):
+        paths.append(str(tmp_path / f"{f}.tfrecord"))
+        with jr.TFRecordWriter(paths[-1]) as w:
+            w.write_many([jr.encode_example({"id": 100 * f + i}) for i in range(100)])
+    spec = {"id": jr.FixedLenFeature([], np.int64)}
+    if counted:
+        loader = jr.Loader(paths, spec, 8, record_counts=[100] * 3, block_length=4)
+    else:
+        loader = jr.Loader(paths, spec, 8, num_epochs=None, block_length=4)
+    ids = []
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        stream, _ = loader._open_segment(LoaderPosition(), PoolReads(pool, loader._stats))
+        while len(handles := stream.next_handles(48)):
+            ids += handles.tolist()
+            if counted:
+                assert stream.position == len(ids)
+            else:
+                assert stream.position == min(len(ids) + 1, 300)
+            assert stream.exhausted == (len(ids) == 300)
+        stream.close()
+    assert len(ids) == len(set(ids)) == 300
+
+
 def test_a_stream_of_big_chunks_keeps_only_the_bytes_it_still_needs(tmp_path, monkeypatch):
     # 2 MiB in 32 chunks of 64 KiB: too few chunks for the count bound to collect any, so
     # only the bytes bound keeps the held bytes to a few chunks' worth, not the whole file's

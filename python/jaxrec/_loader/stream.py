@@ -319,20 +319,25 @@ class EpochStream:
     def next_handles(self, n: int) -> np.ndarray:
         """The next up to ``n`` record handles; fewer (maybe 0) at the segment's end.
 
-        Reads one record beyond them when it can, so :attr:`exhausted` is known as soon as
-        the last records are handed out.
+        A share of uncounted pieces reads one record beyond them when it can, so
+        :attr:`exhausted` is known as soon as the last records are handed out; a counted one
+        knows its end from the counts and reads exactly ``n`` (one beyond split the last round
+        of every group into a run per piece, each a step of the planner).
         """
-        if self.layout.window <= 0 and len(self.pending) <= n and not self.finished:
+        want = n if self.total is not None else n + 1
+        if self.layout.window <= 0 and len(self.pending) < want and not self.finished:
             self.hint = self._take_hint()
-        while len(self.pending) <= n and not self.finished:
+        while len(self.pending) < want and not self.finished:
             if self.total is not None and self.position >= self.total:
                 self.finished = True
                 break
             if self.layout.window > 0:
                 self._read_window()
             else:
-                more = self._interleave(n + 1 - len(self.pending))
+                more = self._interleave(want - len(self.pending))
                 self.pending = np.concatenate([self.pending, more])
+        if self.total is not None and self.position >= self.total:
+            self.finished = True
         out, self.pending = self.pending[:n], self.pending[n:]
         return out
 
