@@ -342,14 +342,17 @@ def as_read_from_disk(paths: list[str]) -> None:
     pages, where no other process maps them) and reads each file once in 256 KiB pieces,
     ``TFRecordDataset``'s default buffer: every tool then reads what a tf.data user's second
     epoch over a dataset that fits in memory reads, whatever ran on the machine before. Where
-    ``posix_fadvise`` is missing the files are only read.
+    ``posix_fadvise`` is missing, or the file system refuses the drop, the files are only read.
     """
     for path in paths:
         fd = os.open(path, os.O_RDONLY)
         try:
             if hasattr(os, "posix_fadvise"):
-                os.fsync(fd)
-                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+                try:
+                    os.fsync(fd)
+                    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+                except OSError:
+                    pass  # e.g. a file system without fsync on a read-only descriptor
             while os.read(fd, 256 << 10):
                 pass
         finally:
