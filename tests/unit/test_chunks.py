@@ -88,9 +88,7 @@ def test_a_stream_keeps_only_the_chunks_it_still_needs(tmp_path, shuffle_buffer)
 
 
 @pytest.mark.parametrize("counted", [True, False])
-def test_a_stream_reads_one_record_beyond_a_take_only_when_its_end_is_unknown(
-    tmp_path, counted
-):
+def test_a_stream_reads_one_record_beyond_a_take_only_when_its_end_is_unknown(tmp_path, counted):
     # Counted pieces end where the counts say: a take of n reads n records of the interleave
     # (one more split the last round of every planner step into a run per piece), and the
     # stream is exhausted as its last records go out. Uncounted pieces (num_epochs=None, no
