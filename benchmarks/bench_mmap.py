@@ -1,10 +1,11 @@
 """Would mapping the files beat ``read``? Bytes from the page cache, four ways, GB/s.
 
 jaxrec reads files with ``read`` into pooled blocks; on a tokens pass the kernel's copy is
-~13 % of the CPU and its page-cache lookups ~5 % (perf). Mapping the files would skip the copy,
-at the price of a page fault per few pages touched and a SIGBUS if a file shrinks while mapped.
-This measures what the copy costs against the faults, on bench_parse.py's files (warm in the
-page cache), each pass summing every byte with numpy in 2 MiB blocks:
+9-12 % of the CPU and its page-cache lookups 0.5-2 % (perf, with the page cache's state set).
+Mapping the files would skip the copy, at the price of a page fault per few pages touched and a
+SIGBUS if a file shrinks while mapped. This measures what the copy costs against the faults, on
+bench_parse.py's files (warm in the page cache, in the state ``_data.as_read_from_disk``
+leaves), each pass summing every byte with numpy in 2 MiB blocks:
 
 - ``read``: ``readinto`` a reused 2 MiB buffer, then sum it (what the reader does, plus a sum);
 - ``fresh mmap``: map each file, sum it, unmap (a mapping per pass: data read once an epoch);
@@ -44,6 +45,7 @@ def main() -> int:
     p.add_argument("--data-dir", default=None)
     args = p.parse_args()
     files = _data.dataset(args.workload, args.records, cache_dir=args.data_dir)
+    _data.as_read_from_disk(files)  # the same page-cache state for every run
     total = sum(os.path.getsize(f) for f in files)
     buf = bytearray(BLOCK)
     view = np.frombuffer(buf, np.uint8)
