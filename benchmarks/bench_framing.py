@@ -4,7 +4,8 @@ Reads one cached file of 1 KiB random records (256 MiB by default) with
 ``jr.read_chunks`` (CRC verified and not), ``jr.read_records`` (one ``bytes`` per record, to
 show the per-record Python cost chunks avoid), and tf.data's TFRecordDataset for reference
 (batched, summing record lengths inside the tf graph: no per-record Python either). GB/s counts
-record payload bytes (10^9 bytes/s); a warm-up read puts the file in the page cache first.
+record payload bytes (10^9 bytes/s); the file is first dropped from the page cache and read
+back once (``_data.as_read_from_disk``), then every reader makes one untimed pass.
 
     python benchmarks/bench_framing.py
 """
@@ -86,7 +87,8 @@ def main() -> int:
 
         runners["tf.data TFRecordDataset"] = lambda: int(tf_payload())
 
-    # Warm-up: the file into the page cache, and tf's tracing.
+    # Warm-up: tf's tracing, and each reader's byte count checked (the file is in the page
+    # cache already, as as_read_from_disk left it).
     for name, run in runners.items():
         got = run()
         if got != payload:

@@ -336,8 +336,6 @@ class EpochStream:
             else:
                 more = self._interleave(want - len(self.pending))
                 self.pending = np.concatenate([self.pending, more])
-        if self.total is not None and self.position >= self.total:
-            self.finished = True
         out, self.pending = self.pending[:n], self.pending[n:]
         return out
 
