@@ -330,7 +330,7 @@ class Loader:
             joined_hosts() == (self.shard.index, self.shard.count),
             self.spans.known,
         )
-        self._position = LoaderPosition()
+        self._start = LoaderPosition()  # where the next run starts, until a batch is taken
         if state is not None:
             position, saved = load_state(state, self.shard.count, self.batch_size, self.shard.index)
             if self.shuffle and seed is None and saved.get("seed") is not None:
@@ -345,8 +345,10 @@ class Loader:
                     "record_counts) resumes only on the host that saved it. Index the files "
                     "(jaxrec index) or pass record_counts= to resume elsewhere"
                 )
-            self._position = position
-        self.last_info: BatchInfo | None = None
+            self._start = position
+        # Where the last batch taken sits: ``(place, j)`` (pipeline.Place), its position and
+        # info made only when asked for.
+        self._placed: tuple[Any, int] | None = None
         self._stats = Stats()
         self._run: Pipeline | None = None
         self._lock = threading.Lock()
@@ -590,6 +592,18 @@ class Loader:
             raise TypeError("a Loader with num_epochs=None has no length: it never ends")
         return self.num_epochs * self.batches_per_epoch
 
+    @property
+    def last_info(self) -> BatchInfo | None:
+        """Where the last batch yielded sits in the run (None before the first)."""
+        placed = self._placed
+        return None if placed is None else placed[0].info(placed[1])
+
+    @property
+    def _position(self) -> LoaderPosition:
+        """Where the next batch comes from: after the last batch yielded."""
+        placed = self._placed
+        return self._start if placed is None else placed[0].position(placed[1])
+
     def __iter__(self) -> Iterator[dict[str, Any]]:
         self.close()
         run = Pipeline(self._run_spec())
@@ -600,9 +614,8 @@ class Loader:
                 item = run.get()
                 if item is END:
                     return
-                batch, position, info = item
-                self._position = position
-                self.last_info = info
+                batch, place, j = item
+                self._placed = (place, j)
                 yield batch
         finally:
             run.stop()
