@@ -536,6 +536,23 @@ impl<'a, T: FloatOut> Decode<'a, T> for FloatDecoder {
 }
 
 impl<'a> Decode<'a, &'a [u8]> for BytesDecoder {
+    #[inline(always)]
+    fn one(feature: &'a [u8]) -> Option<&'a [u8]> {
+        // bytes_list (field 1) { value (field 1) }: 0a L 0a L-2 b..b, each length one byte
+        // (below 128: a longer value's varint length takes the general path).
+        match *feature {
+            [0x0a, l1, 0x0a, l2, ref v @ ..]
+                if l1 < 0x80
+                    && l2 < 0x80
+                    && usize::from(l1) == v.len() + 2
+                    && usize::from(l2) == v.len() =>
+            {
+                Some(v)
+            }
+            _ => None,
+        }
+    }
+
     #[inline]
     fn decode(list: &'a [u8], out: &mut [&'a [u8]]) -> std::result::Result<usize, DecodeError> {
         let mut n = 0usize;
@@ -566,6 +583,67 @@ impl<'a> Decode<'a, &'a [u8]> for BytesDecoder {
 mod tests {
     use super::*;
     use crate::wire::write_varint;
+
+    /// A one-value bytes feature read whole gives what splitting it and decoding its list
+    /// gives, for values of every length around the one-byte lengths' edge, and the fast path
+    /// takes only the one-byte form (a longer length, a second value or a cut message go the
+    /// general way, which reads or rejects them).
+    #[test]
+    fn one_bytes_agrees_with_the_general_path() {
+        let feature_of = |values: &[&[u8]]| -> Vec<u8> {
+            let mut list = Vec::new();
+            for v in values {
+                list.push(0x0a);
+                write_varint(&mut list, v.len() as u64);
+                list.extend_from_slice(v);
+            }
+            let mut feature = vec![0x0a];
+            write_varint(&mut feature, list.len() as u64);
+            feature.extend_from_slice(&list);
+            feature
+        };
+        let general = |feature: &[u8]| -> Option<Vec<u8>> {
+            let (_, list) = crate::wire::split_feature(feature).ok()??;
+            let mut out = [&[][..]; 2];
+            match BytesDecoder::decode(list, &mut out) {
+                Ok(1) => Some(out[0].to_vec()),
+                _ => None,
+            }
+        };
+        let mut fast = 0;
+        for len in (0..140).chain([200, 300, 1000]) {
+            let value: Vec<u8> = (0..len).map(|i| (i * 7 + 0x80) as u8).collect();
+            let feature = feature_of(&[&value]);
+            let one = <BytesDecoder as Decode<'_, &[u8]>>::one(&feature);
+            if let Some(v) = one {
+                assert_eq!(Some(v.to_vec()), general(&feature), "length {len}");
+                fast += 1;
+            }
+            // Only a value shorter than 126 bytes has one-byte lengths (the list's is 2 more).
+            assert_eq!(one.is_some(), len < 126, "length {len}");
+            assert_eq!(general(&feature), Some(value), "length {len}");
+            // Cut short, or with a byte too many: not read here.
+            let cut = &feature[..feature.len() - 1];
+            assert!(<BytesDecoder as Decode<'_, &[u8]>>::one(cut).is_none());
+            let mut long = feature.clone();
+            long.push(0);
+            assert!(<BytesDecoder as Decode<'_, &[u8]>>::one(&long).is_none());
+        }
+        assert_eq!(fast, 126);
+        // A first length byte that continues a varint (0x80 0x0a: 1,280 bytes, more than
+        // there are) is no one-byte length, though the bytes after it look like one.
+        for l1 in [0x80u8, 0x81] {
+            let mut bad = vec![0x0a, l1, 0x0a, l1 - 2];
+            bad.extend(std::iter::repeat_n(b'x', usize::from(l1 - 2)));
+            assert!(<BytesDecoder as Decode<'_, &[u8]>>::one(&bad).is_none());
+            assert_eq!(general(&bad), None);
+        }
+        // Two values, and a list of another type, are the general path's.
+        let two = feature_of(&[b"ab", b"c"]);
+        assert!(<BytesDecoder as Decode<'_, &[u8]>>::one(&two).is_none());
+        let ints = [0x1a, 0x03, 0x0a, 0x01, 0x05];
+        assert!(<BytesDecoder as Decode<'_, &[u8]>>::one(&ints).is_none());
+    }
 
     /// A one-value feature read whole gives what splitting it and decoding its list gives,
     /// for every width of varint, for values at each width's edges, and for varints that end
