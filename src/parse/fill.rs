@@ -170,6 +170,13 @@ pub(super) fn fill_fixed<'a, T: Zero, D: Decode<'a, T>>(
         }
         // In bounds: `out` holds found.len() * n values (checked when allocated).
         let dst = &mut out[row * n..(row + 1) * n];
+        // A list in its usual form, of the right length (an embedding, say): read whole.
+        // (Any other outcome, errors included, is the general path's to tell.)
+        if let Some(Ok(count)) = f.and_then(|feature| D::decode_whole(feature, dst)) {
+            if count == n {
+                continue;
+            }
+        }
         // A Feature with no list set counts as missing in an Example (as in TensorFlow); in a
         // SequenceExample's context it holds 0 values.
         let list = match f {
@@ -209,6 +216,10 @@ pub(super) fn fill_var<'a, T: Zero, D: Decode<'a, T>>(
 ) -> Result<(Vec<T>, usize, Vec<i32>, u64)> {
     let cfg = ctx.cfg;
     let n = if cfg.kind == Kind::Sequence { cfg.n } else { 1 };
+    if let Some(width) = cfg.max_len {
+        // The width is known: decode straight into the padded rows, one pass.
+        return fill_var_known_width::<T, D>(ctx, found, pad, n, width);
+    }
     let lists: Vec<Option<&'a [u8]>> = found
         .iter()
         .enumerate()
@@ -218,10 +229,6 @@ pub(super) fn fill_var<'a, T: Zero, D: Decode<'a, T>>(
         })
         .collect::<Result<_>>()?;
     let mut steps = vec![0usize; found.len()];
-    if let Some(width) = cfg.max_len {
-        // The width is known: decode straight into the padded rows, one pass.
-        return fill_var_known_width::<T, D>(ctx, &lists, pad, n, width);
-    }
     for (row, list) in lists.iter().enumerate() {
         if let Some(list) = list {
             let count = D::count(list).map_err(|e| ctx.decode_err(row, e))?;
@@ -260,23 +267,31 @@ pub(super) fn fill_var<'a, T: Zero, D: Decode<'a, T>>(
     Ok((out, width, lengths, 0))
 }
 
-/// [`fill_var`] with `max_len` given: rows are decoded in place and checked afterwards.
+/// [`fill_var`] with `max_len` given: rows are decoded in place and checked afterwards, each
+/// read whole where its Feature has the usual form ([`Decode::decode_whole`]).
 fn fill_var_known_width<'a, T: Zero, D: Decode<'a, T>>(
     ctx: &Ctx,
-    lists: &[Option<&'a [u8]>],
+    found: &[Found<'a>],
     pad: T,
     n: usize,
     width: usize,
 ) -> Result<(Vec<T>, usize, Vec<i32>, u64)> {
     let cfg = ctx.cfg;
     let row_len = width * n; // at most MAX_ROW_VALUES (the spec compiler's contract)
-    let (mut out, zeros) = ctx.alloc_for_overwrite::<T>(lists.len(), row_len)?;
-    let mut lengths = ctx.per_row(lists.len())?;
+    let (mut out, zeros) = ctx.alloc_for_overwrite::<T>(found.len(), row_len)?;
+    let mut lengths = ctx.per_row(found.len())?;
     let mut truncated = 0u64;
-    for (row, list) in lists.iter().enumerate() {
+    for (row, f) in found.iter().enumerate() {
         let dst = &mut out[row * row_len..(row + 1) * row_len];
-        let count = match list {
-            Some(list) => D::decode(list, dst).map_err(|e| ctx.decode_err(row, e))?,
+        let decoded = match f {
+            Some(feature) => match D::decode_whole(feature, dst) {
+                Some(decoded) => Some(decoded),
+                None => ctx.list(row, feature)?.map(|list| D::decode(list, dst)),
+            },
+            None => None,
+        };
+        let count = match decoded {
+            Some(decoded) => decoded.map_err(|e| ctx.decode_err(row, e))?,
             None => 0,
         };
         // The decoder wrote the first `count` values that fit; the rest of the row is padding.
