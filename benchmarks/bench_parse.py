@@ -141,14 +141,14 @@ def loader_batches(
     for i, batch in enumerate(loader):
         if rss_peaks is not None and not kernel_peak and i % 32 == 0:
             peak = max(peak, _data.rss_mib())
+        info = loader.last_info
         if cpu_roles is not None:
-            last = loader.last_info.last_in_epoch
-            real += loader.last_info.real_rows if i else 0
-            if i == 0 or last:
+            real += info.real_rows if i else 0
+            if i == 0 or info.last_in_epoch:
                 cpu.sample()
-            if last and real:
+            if info.last_in_epoch and real:
                 cpu_roles.append({role: s / real for role, s in cpu.by_role().items()})
-        yield {"label": batch["label"][: loader.last_info.real_rows]}
+        yield {"label": batch["label"][: info.real_rows]}
     if rss_peaks is not None:
         rss_peaks.append(_data.rss_mib("VmHWM") if kernel_peak else peak)
 

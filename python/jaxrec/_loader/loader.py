@@ -349,6 +349,7 @@ class Loader:
         # Where the last batch taken sits: ``(place, j)`` (pipeline.Place), its position and
         # info made only when asked for.
         self._placed: tuple[Any, int] | None = None
+        self._info_made: tuple[tuple[Any, int], BatchInfo] | None = None  # last_info's
         self._stats = Stats()
         self._run: Pipeline | None = None
         self._lock = threading.Lock()
@@ -596,7 +597,13 @@ class Loader:
     def last_info(self) -> BatchInfo | None:
         """Where the last batch yielded sits in the run (None before the first)."""
         placed = self._placed
-        return None if placed is None else placed[0].info(placed[1])
+        if placed is None:
+            return None
+        made = self._info_made
+        if made is None or made[0] is not placed:
+            # Made at the first look at each batch, then kept: a loop may look several times.
+            made = self._info_made = (placed, placed[0].info(placed[1]))
+        return made[1]
 
     @property
     def _position(self) -> LoaderPosition:
