@@ -201,9 +201,10 @@ pub(super) trait Decode<'a, T> {
     }
 }
 
-/// The packed block of a `Feature` whose list (the field whose key is `key`) holds one
-/// packed block (field 1) and nothing else, each length a varint that ends the message
-/// exactly: `key L1 0a L2 block`.
+/// The one field 1 of a `Feature`'s list (the field whose key is `key`) when the list holds it
+/// and nothing else, each length a varint that ends the message exactly: `key L1 0a L2 block`.
+/// For an int64 or float list that field is a packed block of values; for a bytes list, its one
+/// value.
 #[inline(always)]
 fn packed_block(feature: &[u8], key: u8) -> Option<&[u8]> {
     let (&first, _) = feature.split_first()?;
@@ -598,19 +599,9 @@ impl<'a, T: FloatOut> Decode<'a, T> for FloatDecoder {
 impl<'a> Decode<'a, &'a [u8]> for BytesDecoder {
     #[inline(always)]
     fn one(feature: &'a [u8]) -> Option<&'a [u8]> {
-        // bytes_list (field 1) { value (field 1) }: 0a L 0a L-2 b..b, each length one byte
-        // (below 128: a longer value's varint length takes the general path).
-        match *feature {
-            [0x0a, l1, 0x0a, l2, ref v @ ..]
-                if l1 < 0x80
-                    && l2 < 0x80
-                    && usize::from(l1) == v.len() + 2
-                    && usize::from(l2) == v.len() =>
-            {
-                Some(v)
-            }
-            _ => None,
-        }
+        // bytes_list (field 1) { value (field 1) }: 0a L1 0a L2 b..b, the shape of a list of
+        // one packed block.
+        packed_block(feature, 0x0a)
     }
 
     #[inline]
@@ -781,8 +772,8 @@ mod tests {
 
     /// A one-value bytes feature read whole gives what splitting it and decoding its list
     /// gives, for values of every length around the one-byte lengths' edge, and the fast path
-    /// takes only the one-byte form (a longer length, a second value or a cut message go the
-    /// general way, which reads or rejects them).
+    /// takes only that form (a second value, a cut message or a byte after it go the general
+    /// way, which reads or rejects them).
     #[test]
     fn one_bytes_agrees_with_the_general_path() {
         let feature_of = |values: &[&[u8]]| -> Vec<u8> {
@@ -814,8 +805,7 @@ mod tests {
                 assert_eq!(Some(v.to_vec()), general(&feature), "length {len}");
                 fast += 1;
             }
-            // Only a value shorter than 126 bytes has one-byte lengths (the list's is 2 more).
-            assert_eq!(one.is_some(), len < 126, "length {len}");
+            assert!(one.is_some(), "length {len}");
             assert_eq!(general(&feature), Some(value), "length {len}");
             // Cut short, or with a byte too many: not read here.
             let cut = &feature[..feature.len() - 1];
@@ -824,9 +814,10 @@ mod tests {
             long.push(0);
             assert!(<BytesDecoder as Decode<'_, &[u8]>>::one(&long).is_none());
         }
-        assert_eq!(fast, 126);
+        assert_eq!(fast, 143);
         // A first length byte that continues a varint (0x80 0x0a: 1,280 bytes, more than
-        // there are) is no one-byte length, though the bytes after it look like one.
+        // there are) is read as the varint it starts, though the bytes after it look like a
+        // one-byte length and a value that fits.
         for l1 in [0x80u8, 0x81] {
             let mut bad = vec![0x0a, l1, 0x0a, l1 - 2];
             bad.extend(std::iter::repeat_n(b'x', usize::from(l1 - 2)));
