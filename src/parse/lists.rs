@@ -635,18 +635,21 @@ mod tests {
     use super::*;
     use crate::wire::write_varint;
 
+    /// A length-delimited field: `key`, `body`'s length, `body` (a Feature around its list, a
+    /// list around a packed block).
+    fn message(key: u8, body: &[u8]) -> Vec<u8> {
+        let mut out = vec![key];
+        write_varint(&mut out, body.len() as u64);
+        out.extend_from_slice(body);
+        out
+    }
+
     /// A float list read whole gives what splitting the Feature and decoding its list gives,
     /// for lists of every size around the one-byte lengths' edge; any other form (two blocks,
     /// unpacked values, trailing bytes, a cut or mis-sized block) is left to the general path
     /// with `out` untouched.
     #[test]
     fn whole_floats_agree_with_the_general_path() {
-        fn message(key: u8, body: &[u8]) -> Vec<u8> {
-            let mut out = vec![key];
-            write_varint(&mut out, body.len() as u64);
-            out.extend_from_slice(body);
-            out
-        }
         let general = |feature: &[u8], n: usize| -> Option<Vec<f32>> {
             let (_, list) = crate::wire::split_feature(feature).ok()??;
             let mut out = vec![0f32; n];
@@ -711,12 +714,6 @@ mod tests {
     /// the general path.
     #[test]
     fn whole_ints_agree_with_the_general_path() {
-        fn message(key: u8, body: &[u8]) -> Vec<u8> {
-            let mut out = vec![key];
-            write_varint(&mut out, body.len() as u64);
-            out.extend_from_slice(body);
-            out
-        }
         fn both<T: IntOut + Zero + PartialEq + std::fmt::Debug>(feature: &[u8], room: usize) {
             let mut whole = vec![T::zero(); room];
             let got = <Int64Decoder as Decode<'_, T>>::decode_whole(feature, &mut whole)
@@ -776,18 +773,7 @@ mod tests {
     /// way, which reads or rejects them).
     #[test]
     fn one_bytes_agrees_with_the_general_path() {
-        let feature_of = |values: &[&[u8]]| -> Vec<u8> {
-            let mut list = Vec::new();
-            for v in values {
-                list.push(0x0a);
-                write_varint(&mut list, v.len() as u64);
-                list.extend_from_slice(v);
-            }
-            let mut feature = vec![0x0a];
-            write_varint(&mut feature, list.len() as u64);
-            feature.extend_from_slice(&list);
-            feature
-        };
+        let feature_of = |values: &[&[u8]]| message(0x0a, &bytes_list(values));
         let general = |feature: &[u8]| -> Option<Vec<u8>> {
             let (_, list) = crate::wire::split_feature(feature).ok()??;
             let mut out = [&[][..]; 2];
