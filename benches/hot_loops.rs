@@ -1,6 +1,8 @@
 //! Criterion benches of the two hot loops, without Python: framing + CRC over an in-memory
 //! stream of 1 KiB records, and parsing a batch of 256 Examples of the "tokens" (DESIGN.md's
-//! W1) and "tabular" (40 scalars) workloads. `cargo bench` runs them; `benchmarks/` holds the side-by-side runs vs tf.data.
+//! W1) and "tabular" (40 scalars) workloads, and a batch of 256 SequenceExamples (steps of a
+//! token id and 8 floats; steps of 1-4 token ids). `cargo bench` runs them; `benchmarks/`
+//! holds the side-by-side runs vs tf.data.
 //! `HOT_LOOPS_BEST_OF=40 cargo bench --bench hot_loops` times the parse cases as the best of
 //! 40 short runs instead (see `best_of`): the figure to compare builds by on a noisy machine.
 
@@ -10,8 +12,8 @@ use std::sync::Arc;
 
 use criterion::{criterion_group, Criterion, Throughput};
 use jaxrec::dtype::OutDType;
-use jaxrec::parse::parse_examples;
 use jaxrec::parse::spec::{CompiledSpec, Defaults, FeatureConfig, Kind};
+use jaxrec::parse::{parse_examples, parse_sequence_examples};
 use jaxrec::records::compress::{Compression, Input, Source};
 use jaxrec::records::reader::{Range, ReaderOptions, RecordReader};
 use jaxrec::records::writer::write_record;
@@ -268,35 +270,162 @@ fn hashed_ids_spec() -> CompiledSpec {
     .unwrap()
 }
 
-/// The parse benches' batches: name, serialized records, spec.
-fn parse_cases() -> Vec<(&'static str, Vec<Vec<u8>>, CompiledSpec)> {
+/// A feature list of a bench's SequenceExample: its name, and its step `t`'s Feature.
+type StepList<'a> = (&'a str, &'a dyn Fn(usize) -> Vec<u8>);
+
+/// A serialized SequenceExample: context `id` bytes, and 8 to 32 steps of each of `lists`.
+fn sequence_example(i: usize, lists: &[StepList]) -> Vec<u8> {
+    let steps = 8 + (i * 7919) % 25;
+    let mut id_list = Vec::new();
+    field(&mut id_list, 0x0a, format!("rec-{i:06}").as_bytes());
+    let mut id = Vec::new();
+    field(&mut id, 0x0a, &id_list);
+    let mut out = example([("id".to_string(), id)]); // field 1: the context's Features
+    let mut map = Vec::new();
+    for (name, step) in lists {
+        let mut list = Vec::new();
+        for t in 0..steps {
+            field(&mut list, 0x0a, &step(t));
+        }
+        let mut entry = Vec::new();
+        field(&mut entry, 0x0a, name.as_bytes());
+        field(&mut entry, 0x12, &list);
+        field(&mut map, 0x0a, &entry);
+    }
+    field(&mut out, 0x12, &map); // field 2: FeatureLists
+    out
+}
+
+/// A SequenceExample of steps of a token id (`tok`, a FixedLenSequenceFeature of one int64)
+/// and an 8-float embedding (`emb`).
+fn sequence_fixed_example(i: usize) -> Vec<u8> {
+    let tok = |t: usize| {
+        let mut v = Vec::new();
+        write_varint(&mut v, scattered_id(i, t));
+        packed_feature(0x1a, &v)
+    };
+    let emb = |t: usize| {
+        let floats: Vec<u8> = (0..8)
+            .flat_map(|k| ((t * 8 + k) as f32 * 0.5).to_le_bytes())
+            .collect();
+        packed_feature(0x12, &floats)
+    };
+    sequence_example(i, &[("tok", &tok), ("emb", &emb)])
+}
+
+/// A SequenceExample of steps of 1 to 4 token ids (`sub`: a word's subwords).
+fn sequence_var_example(i: usize) -> Vec<u8> {
+    let sub = |t: usize| {
+        let mut packed = Vec::new();
+        for k in 0..1 + (i + t * 3) % 4 {
+            write_varint(&mut packed, scattered_id(i, t * 4 + k));
+        }
+        packed_feature(0x1a, &packed)
+    };
+    sequence_example(i, &[("sub", &sub)])
+}
+
+fn sequence_context_spec() -> CompiledSpec {
+    let id = feature("id", Kind::Fixed, OutDType::Bytes, 1, None, Defaults::None);
+    CompiledSpec::new(vec![id]).unwrap()
+}
+
+fn sequence_fixed_spec() -> CompiledSpec {
+    let int0 = Defaults::Int(vec![0]);
+    let steps = |name: &str, dtype, n, pad| FeatureConfig {
+        allow_missing: true,
+        ..feature(name, Kind::Sequence, dtype, n, Some(32), pad)
+    };
+    CompiledSpec::new(vec![
+        steps("tok", OutDType::I32, 1, int0),
+        steps("emb", OutDType::F32, 8, Defaults::Float(vec![0.0])),
+    ])
+    .unwrap()
+}
+
+fn sequence_var_spec() -> CompiledSpec {
+    let int0 = Defaults::Int(vec![0]);
+    CompiledSpec::new(vec![feature(
+        "sub",
+        Kind::Var,
+        OutDType::I32,
+        1,
+        Some(32),
+        int0,
+    )])
+    .unwrap()
+}
+
+/// A parse bench's batch: serialized records, the spec (a SequenceExample's context spec),
+/// and a SequenceExample's feature lists spec.
+struct ParseCase {
+    name: &'static str,
+    records: Vec<Vec<u8>>,
+    spec: CompiledSpec,
+    sequence: Option<CompiledSpec>,
+}
+
+impl ParseCase {
+    fn example(name: &'static str, make: fn(usize) -> Vec<u8>, spec: CompiledSpec) -> Self {
+        let records = (0..256).map(make).collect();
+        ParseCase {
+            name,
+            records,
+            spec,
+            sequence: None,
+        }
+    }
+
+    fn sequence(name: &'static str, make: fn(usize) -> Vec<u8>, lists: CompiledSpec) -> Self {
+        ParseCase {
+            sequence: Some(lists),
+            spec: sequence_context_spec(),
+            ..Self::example(name, make, CompiledSpec::new(vec![]).unwrap())
+        }
+    }
+
+    /// Parses `slices` (this case's records) once.
+    fn parse(&self, slices: &[&[u8]]) {
+        match &self.sequence {
+            None => drop(black_box(
+                parse_examples(black_box(slices), &self.spec).unwrap(),
+            )),
+            Some(lists) => drop(black_box(
+                parse_sequence_examples(black_box(slices), &self.spec, lists).unwrap(),
+            )),
+        }
+    }
+}
+
+/// The parse benches' batches of 256 records.
+fn parse_cases() -> Vec<ParseCase> {
     vec![
-        (
-            "tokens batch of 256",
-            (0..256).map(token_example).collect(),
-            tokens_spec(),
-        ),
-        (
-            "tabular batch of 256",
-            (0..256).map(tabular_example).collect(),
-            tabular_spec(),
-        ),
-        (
+        ParseCase::example("tokens batch of 256", token_example, tokens_spec()),
+        ParseCase::example("tabular batch of 256", tabular_example, tabular_spec()),
+        ParseCase::example(
             "hashed ids batch of 256",
-            (0..256).map(hashed_ids_example).collect(),
+            hashed_ids_example,
             hashed_ids_spec(),
+        ),
+        ParseCase::sequence(
+            "sequence steps batch of 256",
+            sequence_fixed_example,
+            sequence_fixed_spec(),
+        ),
+        ParseCase::sequence(
+            "sequence var steps batch of 256",
+            sequence_var_example,
+            sequence_var_spec(),
         ),
     ]
 }
 
 fn bench_parse(c: &mut Criterion) {
     let mut group = c.benchmark_group("parse");
-    for (name, records, spec) in parse_cases() {
-        let slices: Vec<&[u8]> = records.iter().map(Vec::as_slice).collect();
+    for case in parse_cases() {
+        let slices: Vec<&[u8]> = case.records.iter().map(Vec::as_slice).collect();
         group.throughput(Throughput::Elements(slices.len() as u64));
-        group.bench_function(name, |b| {
-            b.iter(|| black_box(parse_examples(black_box(&slices), &spec).unwrap()))
-        });
+        group.bench_function(case.name, |b| b.iter(|| case.parse(&slices)));
     }
     group.finish();
 }
@@ -310,16 +439,17 @@ fn bench_parse(c: &mut Criterion) {
 /// `HOT_LOOPS_ONLY=tabular` runs only the cases whose name holds that text (to profile one).
 fn best_of(runs: usize) {
     let only = std::env::var("HOT_LOOPS_ONLY").unwrap_or_default();
-    for (name, records, spec) in parse_cases() {
+    for case in parse_cases() {
+        let name = case.name;
         if !name.contains(only.as_str()) {
             continue;
         }
-        let slices: Vec<&[u8]> = records.iter().map(Vec::as_slice).collect();
+        let slices: Vec<&[u8]> = case.records.iter().map(Vec::as_slice).collect();
         let mut times: Vec<f64> = (0..runs.max(1))
             .map(|_| {
                 let start = std::time::Instant::now();
                 for _ in 0..200 {
-                    black_box(parse_examples(black_box(&slices), &spec).unwrap());
+                    case.parse(&slices);
                 }
                 start.elapsed().as_secs_f64() * 1e6 / 200.0
             })
