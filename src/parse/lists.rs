@@ -449,7 +449,7 @@ fn decode_packed_varints<T: IntOut>(
 const SHORT_BLOCK: usize = 16;
 
 /// [`decode_packed_varints`] of a short block, one varint after another.
-#[inline]
+#[inline(never)]
 fn decode_short_block<T: IntOut>(
     block: &[u8],
     out: &mut [T],
