@@ -257,17 +257,22 @@ fn hashed_ids_example(i: usize) -> Vec<u8> {
     example([("ids".to_string(), packed_feature(0x1a, &packed))])
 }
 
-fn hashed_ids_spec() -> CompiledSpec {
+/// A spec of one VarLen int feature, padded with 0 to `max_len` values (or steps).
+fn one_var_spec(name: &str, dtype: OutDType, max_len: usize) -> CompiledSpec {
     let int0 = Defaults::Int(vec![0]);
     CompiledSpec::new(vec![feature(
-        "ids",
+        name,
         Kind::Var,
-        OutDType::I64,
+        dtype,
         1,
-        Some(64),
+        Some(max_len),
         int0,
     )])
     .unwrap()
+}
+
+fn hashed_ids_spec() -> CompiledSpec {
+    one_var_spec("ids", OutDType::I64, 64)
 }
 
 /// A feature list of a bench's SequenceExample: its name, and its step `t`'s Feature.
@@ -344,16 +349,7 @@ fn sequence_fixed_spec() -> CompiledSpec {
 }
 
 fn sequence_var_spec() -> CompiledSpec {
-    let int0 = Defaults::Int(vec![0]);
-    CompiledSpec::new(vec![feature(
-        "sub",
-        Kind::Var,
-        OutDType::I32,
-        1,
-        Some(32),
-        int0,
-    )])
-    .unwrap()
+    one_var_spec("sub", OutDType::I32, 32)
 }
 
 /// A parse bench's batch: serialized records, the spec (a SequenceExample's context spec),

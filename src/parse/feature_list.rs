@@ -4,7 +4,7 @@
 //! FeatureList { repeated Feature feature = 1; }   // one Feature per step
 //! ```
 
-use super::fill::Ctx;
+use super::fill::{read_whole, Ctx};
 use super::lists::{Decode, Zero};
 use super::scan::Found;
 use super::spec::Kind;
@@ -61,7 +61,7 @@ pub(super) fn fill_feature_list<'a, T: Zero, D: Decode<'a, T>>(
 }
 
 /// [`fill_feature_list`] of steps of `n` values in one pass over the records, each step read
-/// whole where it has the usual form ([`Decode::one`], [`Decode::decode_whole`]). `None` at
+/// whole where it has the usual form ([`read_whole`], as a FixedLenFeature is). `None` at
 /// anything else that would be an error: the general path then tells it, as it always did
 /// (which row's error a batch with several reports, and in which words).
 ///
@@ -141,8 +141,8 @@ fn step_count(list: &[u8]) -> Option<usize> {
     Some(count)
 }
 
-/// One step's `n == dst.len()` values into `dst`: read whole in the usual form, else split and
-/// decoded. `None` if it is not a list of exactly `n` values of the spec's type.
+/// One step's `dst.len()` values into `dst`: read whole in the usual form, else split and
+/// decoded. `None` if it is not a list of exactly that many values of the spec's type.
 #[inline(always)]
 fn read_step<'a, T: Zero, D: Decode<'a, T>>(
     ctx: &Ctx,
@@ -150,22 +150,14 @@ fn read_step<'a, T: Zero, D: Decode<'a, T>>(
     step: &'a [u8],
     dst: &mut [T],
 ) -> Option<()> {
-    let n = dst.len();
-    if n == 1 {
-        if let Some(v) = D::one(step) {
-            dst[0] = v;
-            return Some(());
-        }
-    } else if let Some(Ok(count)) = D::decode_whole(step, dst) {
-        if count == n {
-            return Some(());
-        }
+    if read_whole::<T, D>(step, dst) {
+        return Some(());
     }
     let count = match ctx.list(row, step).ok()? {
         Some(list) => D::decode(list, dst).ok()?,
         None => 0,
     };
-    (count == n).then_some(())
+    (count == dst.len()).then_some(())
 }
 
 /// [`fill_feature_list`] for every kind and every input, errors included: each row's steps
@@ -291,17 +283,11 @@ mod tests {
 
     use super::*;
     use crate::dtype::OutDType;
+    use crate::parse::lists::tests::message;
     use crate::parse::lists::{FloatDecoder, Int64Decoder};
     use crate::parse::oracle_tests::Rng;
     use crate::parse::spec::{Defaults, FeatureConfig};
     use crate::wire::write_varint;
-
-    fn message(key: u8, body: &[u8]) -> Vec<u8> {
-        let mut out = vec![key];
-        write_varint(&mut out, body.len() as u64);
-        out.extend_from_slice(body);
-        out
-    }
 
     /// The wire forms of a step's Feature.
     #[derive(Clone, Copy, PartialEq)]

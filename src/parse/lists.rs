@@ -435,18 +435,15 @@ fn decode_packed_varints<T: IntOut>(
     out: &mut [T],
     n: &mut usize,
 ) -> std::result::Result<(), DecodeError> {
-    if block.len() < SHORT_BLOCK {
+    if block.len() < short_varints::MIN_BLOCK {
+        // Too short for SIMD (a few ids: a step of a SequenceExample's feature list, a short
+        // VarLen list): one varint after another. The bitmap decoder's 8-byte loads past a
+        // block's end copy byte by byte, ~25 ns a short block (~5x the decoding).
         return decode_short_block(block, out, n);
     }
     let start = short_varints::decode_prefix(block, out, n)?;
     decode_packed_varints_scalar(&block[start..], out, n)
 }
-
-/// Blocks shorter than this (a few ids: a step of a SequenceExample's feature list, a short
-/// VarLen list) are read one varint after another: the SIMD and bitmap decoders' set-up, and
-/// the byte-wise copies their 8-byte loads take at a block's end, cost ~25 ns a block (~5x
-/// the decoding).
-const SHORT_BLOCK: usize = 16;
 
 /// [`decode_packed_varints`] of a short block, one varint after another.
 #[inline(never)]
@@ -656,13 +653,13 @@ impl<'a> Decode<'a, &'a [u8]> for BytesDecoder {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::wire::write_varint;
 
     /// A length-delimited field: `key`, `body`'s length, `body` (a Feature around its list, a
-    /// list around a packed block).
-    fn message(key: u8, body: &[u8]) -> Vec<u8> {
+    /// list around a packed block). The parser's other tests build messages with it too.
+    pub(in crate::parse) fn message(key: u8, body: &[u8]) -> Vec<u8> {
         let mut out = vec![key];
         write_varint(&mut out, body.len() as u64);
         out.extend_from_slice(body);
@@ -1279,7 +1276,7 @@ mod tests {
         let mut errors = 0;
         for _ in 0..20_000 {
             let mut block = Vec::new();
-            while block.len() < SHORT_BLOCK {
+            while block.len() < short_varints::MIN_BLOCK {
                 let v = match rng.next() % 6 {
                     0 => rng.next() % 128,
                     1 => rng.next() % 32_000,
@@ -1289,7 +1286,7 @@ mod tests {
                 };
                 write_varint(&mut block, v);
             }
-            block.truncate((rng.next() % SHORT_BLOCK as u64) as usize);
+            block.truncate((rng.next() % short_varints::MIN_BLOCK as u64) as usize);
             if rng.next().is_multiple_of(8) && !block.is_empty() {
                 // A stray continuation bit: a varint cut short, or one run into the next.
                 let at = (rng.next() % block.len() as u64) as usize;

@@ -32,6 +32,9 @@
 #[cfg(target_arch = "x86_64")]
 pub(super) use x86::decode_prefix;
 
+/// Blocks shorter than this (one 16-byte load) [`decode_prefix`] leaves whole to the caller.
+pub(super) const MIN_BLOCK: usize = 16;
+
 /// Whether this CPU has BMI2 with a fast `pext` (Intel since Haswell, AMD since Zen 3; see
 /// `pdep_is_fast`), found once: [`pext_7bit_groups`] may then run.
 #[cfg(target_arch = "x86_64")]
@@ -160,7 +163,7 @@ mod x86 {
         out: &mut [T],
         n: &mut usize,
     ) -> Result<usize, DecodeError> {
-        if block.len() < 16 {
+        if block.len() < super::MIN_BLOCK {
             return Ok(0); // shorter than a load: the scalar decoder's
         }
         match Level::of_this_cpu() {
