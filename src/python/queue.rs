@@ -693,29 +693,45 @@ impl ParseQueue {
         // memory from the kernel on every call, faulted in page by page.
         let mut parts: Vec<Vec<(usize, usize)>> =
             Vec::with_capacity(handles.len().div_ceil(batch_size));
-        let mut last: Option<(u64, Option<usize>)> = None;
         for part in handles.chunks(batch_size) {
             let mut picks = Vec::with_capacity(part.len());
-            for &h in part {
-                let (id, row) = (h >> 32, (h & 0xFFFF_FFFF) as usize);
-                let at = match last {
-                    Some((seen, at)) if seen == id => at,
-                    _ => by_id
-                        .binary_search_by_key(&id, |&(id, _)| id)
-                        .ok()
-                        .map(|k| by_id[k].1),
+            // Handles come in runs into one chunk (a piece's block of the interleave, 16 or
+            // more): each run's chunk is looked up once, and its rows checked in a tight loop
+            // (a lookup test a handle was ~4.6 ns of the 16k-handle group's ~75 us).
+            let mut rest = part;
+            while let Some(&first) = rest.first() {
+                let id = first >> 32;
+                let run = rest
+                    .iter()
+                    .position(|&h| h >> 32 != id)
+                    .unwrap_or(rest.len());
+                let (this, after) = rest.split_at(run);
+                let found = by_id
+                    .binary_search_by_key(&id, |&(id, _)| id)
+                    .ok()
+                    .map(|k| by_id[k].1);
+                let bad = |h: u64| {
+                    PyIndexError::new_err(format!(
+                        "no record {} in chunk {id} (handle {h})",
+                        h & 0xFFFF_FFFF
+                    ))
                 };
-                last = Some((id, at));
-                let Some(c) = at.filter(|&c| row < lens[c]) else {
-                    return Err(PyIndexError::new_err(format!(
-                        "no record {row} in chunk {id} (handle {h})"
-                    )));
+                let Some(c) = found else {
+                    return Err(bad(first));
                 };
                 if slot[c] == usize::MAX {
                     slot[c] = used.len();
                     used.push(chunks[c].clone().unbind());
                 }
-                picks.push((slot[c], row));
+                let (at, len) = (slot[c], lens[c]);
+                for &h in this {
+                    let row = (h & 0xFFFF_FFFF) as usize;
+                    if row >= len {
+                        return Err(bad(h));
+                    }
+                    picks.push((at, row));
+                }
+                rest = after;
             }
             parts.push(picks);
         }

@@ -144,7 +144,9 @@ def test_batches_submitted_by_handles_equal_batches_submitted_one_by_one(tmp_pat
         assert queue.submit_handles(live, live_ids, handles[:0], 5) == []  # none, no batch
         outside = [
             registry.handles(ids[0], np.array([16])),  # past the chunk's end
+            registry.handles(ids[0], np.array([0, 1, 16, 2])),  # ... inside a run of its rows
             registry.handles(99, np.array([0])),  # no such chunk
+            registry.handles(99, np.array([0, 1, 2])),  # ... for a whole run
         ]
         for bad in outside:
             with pytest.raises(IndexError):  # one bad handle: none of the batches is queued
@@ -154,6 +156,28 @@ def test_batches_submitted_by_handles_equal_batches_submitted_one_by_one(tmp_pat
         with pytest.raises(ValueError):
             queue.submit_handles(live, live_ids[1:], handles, 5)
         assert len(queue._queue) == 0
+
+
+def test_runs_of_handles_into_one_chunk_make_the_batches_their_picks_do(tmp_path):
+    # The interleave hands over handles in runs into one chunk (a piece's block): each run's
+    # chunk is looked up once. Runs may cross a batch's end and follow a run of the same chunk.
+    chunks = chunks_of(write(tmp_path / "a.tfrecord", 48), 16)
+    registry = ChunkRegistry()
+    ids = [registry.add(0, c, c.payload_bytes) for c in chunks]
+    parser = jr.ExampleParser(SPEC)
+    rng = np.random.default_rng(3)
+    which = np.repeat(rng.integers(0, 3, 9), rng.integers(1, 7, 9))
+    rows = rng.integers(0, 16, len(which))
+    handles = np.concatenate(
+        [registry.handles(ids[w], rows[i : i + 1]) for i, w in enumerate(which)]
+    )
+    with opened(parser, 2) as queue:
+        tickets = queue.submit_handles(*registry.live(), handles, 5)
+        assert len(tickets) == -(-len(handles) // 5)
+        for k, ticket in enumerate(tickets):
+            parsed, _ = queue.result(ticket)
+            lo, hi = 5 * k, 5 * k + 5
+            assert_same(parsed, parser.parse_rows(chunks, which[lo:hi], rows[lo:hi]))
 
 
 def test_batches_by_handles_are_finished_as_batches_by_picks(tmp_path):

@@ -170,7 +170,7 @@ class KnownPlace:
         return self._info
 
 
-class _Planned:
+class _Planned(collections.deque):
     """The planned batches, in order, on their way to the thread that takes them.
 
     The planner and the taker are one thread (see the module's docstring), so nothing here
@@ -183,11 +183,14 @@ class _Planned:
     a few milliseconds) while the parse threads work through them. With only ``depth`` to
     take, the parse threads ran dry at every group and idled a third of the time. A group is
     capped in records and bytes (``_GROUP_RECORDS``, ``_GROUP_BYTES``), and so is what waits.
+
+    A deque itself: its length, :meth:`take` and :meth:`add` are C calls, where a method of
+    its own each was a Python frame on every batch the consumer takes.
     """
 
     def __init__(self, depth: int) -> None:
+        super().__init__()
         self.depth = depth
-        self._items: collections.deque = collections.deque()
 
     def limit(self, n: int, ahead: int = 0) -> int:
         """``n`` more batches fit while fewer than this wait: at most ``depth + ahead`` then.
@@ -198,30 +201,16 @@ class _Planned:
 
     def room(self, n: int, ahead: int = 0) -> bool:
         """Whether ``n`` more batches fit (see :meth:`limit`)."""
-        return len(self._items) < self.limit(n, ahead)
+        return len(self) < self.limit(n, ahead)
 
-    def __len__(self) -> int:
-        return len(self._items)
-
-    def add(self, items: list) -> None:
-        """Appends ``items`` (batches, END or a failure), room or not."""
-        self._items.extend(items)
-
-    def take(self) -> Any:
-        """The first item.
-
-        Raises:
-            IndexError: none.
-        """
-        return self._items.popleft()
+    # Appends items (batches, END or a failure), room or not.
+    add = collections.deque.extend
+    # The first item. Raises IndexError: none.
+    take = collections.deque.popleft
 
     def qsize(self) -> int:
         """Batches prepared ahead, up to ``depth`` (those beyond are the planner's group)."""
-        return min(len(self._items), self.depth)
-
-    def clear(self) -> None:
-        """Drops every item (and the chunks they hold)."""
-        self._items.clear()
+        return min(len(self), self.depth)
 
 
 class _Handoff:
@@ -493,7 +482,9 @@ class Pipeline:
         Raises:
             JaxrecError: the run was stopped (from another thread) before it ended.
         """
-        self._advance()
+        # _advance's own first test, made here: most batches find the planner waiting for room.
+        if self._planner is not None and len(self.inflight) < self._resume_below:
+            self._advance()
         try:
             return self.inflight.take()
         except IndexError:
@@ -610,34 +601,27 @@ class Pipeline:
         """
         job, place, j = item
         s = self.spec
-        real = place.real(j)
-        batch, seconds = self._finished(job, place, j)
-        if taken_since is None:
-            s.stats.add(padded_rows=s.batch_size - real, parse_seconds=seconds)
-        else:
-            s.stats.add(
-                padded_rows=s.batch_size - real,
-                parse_seconds=seconds,
-                batches=1,
-                consumer_wait_seconds=time.perf_counter() - taken_since,
-            )
+        batch, seconds, real = self._finished(job, place, j)
+        s.stats.add_batch(s.batch_size - real, seconds, taken_since)
         return batch, place, j
 
-    def _finished(self, job: Any, place: Place, j: int) -> tuple[dict[str, Any], float]:
-        """The finished batch of a planned job, and the seconds its parse took here (or 0)."""
+    def _finished(self, job: Any, place: Place, j: int) -> tuple[dict[str, Any], float, int]:
+        """The finished batch of a planned job, its parse's seconds here (or 0), its real rows."""
         s = self.spec
         if s.transforms is not None:
             batch = job.result()
             info = place.info(j)
             s.transforms.check(batch, info.epoch, info.index_in_epoch)
-            return batch, 0.0
+            return batch, 0.0, info.real_rows
         if job is None:  # no records: all padding
-            return s.finish(None, 0), 0.0
+            return s.finish(None, 0), 0.0, 0
         assert self.parses is not None
         while not self._stop.is_set():
             got = self.parses.result(job, _POLL)
             if got is not None:
-                return got
+                # The ticket counts the batch's rows (see RowsQueue.submit_handles), as
+                # Place.real(j) would, without a call a batch.
+                return got[0], got[1], job[2]
         raise JaxrecError("the loader was stopped while a batch was being parsed")
 
     def _feed(self) -> None:

@@ -50,6 +50,21 @@ class Stats:
             for key, amount in amounts.items():
                 self._values[key] += amount
 
+    def add_batch(self, padded_rows: int, parse_seconds: float, taken_since: float | None) -> None:
+        """Counts a batch handed over: its padded rows and parse seconds.
+
+        With ``taken_since`` (when the consumer asked for it, ``time.perf_counter()``) also the
+        batch and the consumer's wait. :meth:`add` without its keywords, whose dict and loop
+        cost the consumer's thread on every batch.
+        """
+        with self._lock:
+            values = self._values
+            values["padded_rows"] += padded_rows
+            values["parse_seconds"] += parse_seconds
+            if taken_since is not None:
+                values["batches"] += 1
+                values["consumer_wait_seconds"] += time.perf_counter() - taken_since
+
     def add_errors(self, messages: Iterable[str]) -> None:
         """Keeps the first :data:`MAX_ERRORS` messages of skipped records (``on_error="skip"``)."""
         with self._lock:
