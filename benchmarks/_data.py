@@ -135,8 +135,8 @@ def _cpu_seconds(thread_dir: str) -> float:
 # Bump when the generators change, so stale caches are not reused.
 VERSION = 1
 DEFAULT_CACHE = Path(__file__).resolve().parent / "_data"
-WORKLOADS = ("tokens", "tabular")
-DEFAULT_RECORDS = {"tokens": 1_000_000, "tabular": 1_000_000}
+WORKLOADS = ("tokens", "tabular", "sequence")
+DEFAULT_RECORDS = {"tokens": 1_000_000, "tabular": 1_000_000, "sequence": 300_000}
 DEFAULT_FILES = 8
 
 # Tokens workload: a language-model style record.
@@ -146,6 +146,10 @@ DENSE = 16
 # Tabular workload: Criteo-like, 13 numeric + 26 categorical scalars.
 NUM_FLOAT = 13
 NUM_INT = 26
+# Sequence workload: SequenceExamples of 8-32 steps (events of a session, frames of a clip),
+# each step an id and an 8-float vector, read as fixed-shape [MAX_STEPS, ...] feature lists.
+MAX_STEPS = 32
+STEP_FLOATS = 8
 
 
 def spec(workload: str) -> dict:
@@ -162,7 +166,24 @@ def spec(workload: str) -> dict:
         out.update({f"c{i}": jr.FixedLenFeature([], np.int64) for i in range(NUM_INT)})
         out["label"] = jr.FixedLenFeature([], np.int32)
         return out
+    if workload == "sequence":
+        return {"id": jr.FixedLenFeature([], bytes), "label": jr.FixedLenFeature([], np.int32)}
     raise ValueError(f"unknown workload {workload!r}; expected one of {WORKLOADS}")
+
+
+def sequence_spec(workload: str) -> dict | None:
+    """The feature-list spec of a SequenceExample workload (None: the workload is Examples).
+
+    ``spec(workload)`` is then the context's spec.
+    """
+    if workload != "sequence":
+        return None
+    return {
+        "tok": jr.FixedLenSequenceFeature([1], np.int32, allow_missing=True, max_len=MAX_STEPS),
+        "emb": jr.FixedLenSequenceFeature(
+            [STEP_FLOATS], np.float32, allow_missing=True, max_len=MAX_STEPS
+        ),
+    }
 
 
 def _tokens_records(rng: np.random.Generator, first_id: int, n: int) -> list[bytes]:
@@ -252,7 +273,29 @@ def _tabular_records(rng: np.random.Generator, first_id: int, n: int) -> list[by
     return out
 
 
-_GENERATORS = {"tokens": _tokens_records, "tabular": _tabular_records}
+def _sequence_records(rng: np.random.Generator, first_id: int, n: int) -> list[bytes]:
+    steps = rng.integers(8, MAX_STEPS + 1, n)
+    ids = rng.integers(0, VOCAB, int(steps.sum()), dtype=np.int64)
+    vectors = rng.standard_normal((int(steps.sum()), STEP_FLOATS), dtype=np.float32)
+    labels = rng.integers(0, 1000, n)
+    ends = np.cumsum(steps)
+    out = []
+    for i in range(n):
+        lo, hi = ends[i] - steps[i], ends[i]
+        out.append(
+            jr.encode_sequence_example(
+                context={"id": b"seq-%06d" % (first_id + i), "label": int(labels[i])},
+                feature_lists={"tok": ids[lo:hi, None], "emb": vectors[lo:hi]},
+            )
+        )
+    return out
+
+
+_GENERATORS = {
+    "tokens": _tokens_records,
+    "tabular": _tabular_records,
+    "sequence": _sequence_records,
+}
 
 
 def _write_file(workload: str, path: str, seed: tuple, first_id: int, n: int) -> int:

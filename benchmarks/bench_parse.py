@@ -2,9 +2,10 @@
 
 Both sides read the same files with the same number of threads, verify CRCs, and hand the
 main thread fixed-shape numpy batches (VarLen tokens padded to 256 plus lengths, in int32 as the
-spec asks). Runs alternate (jaxrec, tf configs, jaxrec, tf configs, ...) so that drift on a
-shared machine hits both alike; the median of each is reported, and the ratio to the fastest
-tf.data configuration.
+spec asks; for ``--workload sequence``, SequenceExamples whose feature lists are padded or cut
+to 32 steps, plus each list's step count). Runs alternate (jaxrec, tf configs, jaxrec, tf
+configs, ...) so that drift on a shared machine hits both alike; the median of each is
+reported, and the ratio to the fastest tf.data configuration.
 
 Each configuration runs in a process of its own (``--worker``), asked for one pass at a time,
 as in bench_images.py: only one pass runs at any moment, and none shares a process, its memory
@@ -43,8 +44,32 @@ _DONE = object()
 # jaxrec
 
 
+def jaxrec_parse_fn(spec: dict, sequence: dict | None) -> Callable[[object], dict]:
+    """jaxrec's parse of a chunk into one dict (see :func:`tf_parse_fn`).
+
+    SequenceExamples: the context, the feature lists and each list's step count as
+    ``<name>_length`` (int32), the keys and dtypes the Loader gives.
+    """
+    parser = jr.ExampleParser(spec, sequence)
+    if sequence is None:
+        return parser.parse
+
+    def parse(chunk: object) -> dict:
+        context, lists, lengths = parser.parse_sequence(chunk)
+        out = {**context, **lists}
+        out.update({f"{k}_length": v.astype(np.int32) for k, v in lengths.items()})
+        return out
+
+    return parse
+
+
 def jaxrec_batches(
-    files: list[str], spec: dict, threads: int, batch_size: int, chunk_bytes: int
+    files: list[str],
+    spec: dict,
+    threads: int,
+    batch_size: int,
+    chunk_bytes: int,
+    sequence: dict | None = None,
 ) -> Iterator[dict]:
     """Yields parsed batches to the caller's thread, made by ``threads`` worker threads.
 
@@ -58,7 +83,7 @@ def jaxrec_batches(
     ``chunk_bytes`` of file per chunk and copies what is left past ``max_records`` forward to the
     next chunk, so the 4 MiB default costs a 4 MiB copy per 256-record batch (3x slower here).
     """
-    parser = jr.ExampleParser(spec)
+    parse = jaxrec_parse_fn(spec, sequence)
     out: queue.Queue = queue.Queue(maxsize=4 * threads)  # bounded: prefetch depth, not the dataset
     todo = iter(files)
     todo_lock = threading.Lock()
@@ -74,7 +99,7 @@ def jaxrec_batches(
                 for chunk in jr.read_chunks(
                     path, verify=True, max_records=batch_size, chunk_bytes=chunk_bytes
                 ):
-                    out.put(parser.parse(chunk))
+                    out.put(parse(chunk))
                     if stop.is_set():
                         return
         except BaseException as e:  # handed to the consumer, which re-raises it
@@ -116,6 +141,7 @@ def loader_batches(
     counts: list[int],
     rss_peaks: list[float] | None = None,
     cpu_roles: list[dict[str, float]] | None = None,
+    sequence: dict | None = None,
 ) -> Iterator[dict]:
     """The same pass through ``jr.Loader``: interleave, fixed-shape batches, last one padded.
 
@@ -133,7 +159,14 @@ def loader_batches(
     consumer's thread and cost the Loader 3-4 % of its rate, a cost tf.data's passes did not
     bear.
     """
-    loader = jr.Loader(files, spec, batch_size, num_threads=threads, record_counts=counts)
+    loader = jr.Loader(
+        files,
+        spec,
+        batch_size,
+        num_threads=threads,
+        record_counts=counts,
+        sequence_features=sequence,
+    )
     kernel_peak = rss_peaks is not None and _data.reset_peak_rss()
     peak = 0.0
     cpu = _data.LoaderCpu()
@@ -153,9 +186,11 @@ def loader_batches(
         rss_peaks.append(_data.rss_mib("VmHWM") if kernel_peak else peak)
 
 
-def record_counts(files: list[str], spec: dict, batch_size: int) -> list[int]:
+def record_counts(
+    files: list[str], spec: dict, batch_size: int, sequence: dict | None = None
+) -> list[int]:
     """Each file's record count, as the Loader counts them (once, before the timed runs)."""
-    counts = jr.Loader(files, spec, batch_size).record_counts
+    counts = jr.Loader(files, spec, batch_size, sequence_features=sequence).record_counts
     assert counts is not None
     return counts
 
@@ -184,6 +219,8 @@ def tf_parse_fn(tf, workload: str, varlen: str = "sparse") -> Callable:
     ``varlen`` picks how tokens come out of tf.io: ``"sparse"`` (VarLenFeature, a SparseTensor)
     or ``"ragged"`` (RaggedFeature); neither was reliably faster here, so both are measured.
     """
+    if workload == "sequence":
+        return _tf_sequence_parse_fn(tf)
     if workload == "tokens":
         feats = {
             "tokens": (
@@ -222,6 +259,35 @@ def tf_parse_fn(tf, workload: str, varlen: str = "sparse") -> Callable:
                 tf.math.bincount(row_of_value, minlength=rows, maxlength=rows, dtype=tf.int32),
                 max_len,
             )
+        return out
+
+    return parse
+
+
+def _tf_sequence_parse_fn(tf) -> Callable:
+    """tf.io.parse_sequence_example on a batch, to jaxrec's fixed shapes and dtypes.
+
+    TensorFlow pads each feature list to the batch's longest: it is padded or cut to
+    ``MAX_STEPS`` here, so every batch has one shape, and the step counts are cut with it.
+    """
+    context = {
+        "id": tf.io.FixedLenFeature([], tf.string),
+        "label": tf.io.FixedLenFeature([], tf.int64),
+    }
+    lists = {
+        "tok": tf.io.FixedLenSequenceFeature([1], tf.int64, allow_missing=True),
+        "emb": tf.io.FixedLenSequenceFeature([_data.STEP_FLOATS], tf.float32, allow_missing=True),
+    }
+    steps = _data.MAX_STEPS
+
+    def parse(serialized):
+        ctx, seq, lengths = tf.io.parse_sequence_example(serialized, context, lists)
+        out = {"id": ctx["id"], "label": tf.cast(ctx["label"], tf.int32)}
+        for name, values in seq.items():
+            values = values[:, :steps]
+            values = tf.pad(values, [[0, 0], [0, steps - tf.shape(values)[1]], [0, 0]])
+            out[name] = tf.cast(values, tf.int32) if name == "tok" else values
+            out[f"{name}_length"] = tf.cast(tf.minimum(lengths[name], steps), tf.int32)
         return out
 
     return parse
@@ -277,10 +343,16 @@ def count_records(batches: Iterator[dict]) -> int:
 
 
 def check_first_batch(
-    tf, files: list[str], spec: dict, parse: Callable, batch_size: int
+    tf,
+    files: list[str],
+    spec: dict,
+    parse: Callable,
+    batch_size: int,
+    sequence: dict | None = None,
 ) -> list[str]:
     """Compares jaxrec's and tf.data's first batch of the first file, read in file order."""
-    ours = jr.ExampleParser(spec).parse(next(jr.read_chunks(files[0], max_records=batch_size)))
+    first = next(jr.read_chunks(files[0], max_records=batch_size))
+    ours = jaxrec_parse_fn(spec, sequence)(first)
     ds = tf.data.TFRecordDataset(files[0]).batch(batch_size).map(parse)
     theirs = next(ds.as_numpy_iterator())
     problems = []
@@ -385,19 +457,22 @@ def serve(args: argparse.Namespace) -> int:
     files = _data.dataset(args.workload, args.records, args.files, args.data_dir)
     records = args.records or _data.DEFAULT_RECORDS[args.workload]
     spec = _data.spec(args.workload)
+    sequence = _data.sequence_spec(args.workload)
     rss_peaks: list[float] = []
     cpu_roles: list[dict[str, float]] = []
     ready: dict = {"problems": None, "tensorflow": None}
     if args.worker == "jaxrec":
 
         def run() -> Iterator[dict]:  # the parent passes the chunk size it computed
-            return jaxrec_batches(files, spec, args.threads, args.batch_size, args.chunk_bytes)
+            return jaxrec_batches(
+                files, spec, args.threads, args.batch_size, args.chunk_bytes, sequence
+            )
     elif args.worker == "jaxrec Loader":
-        counts = record_counts(files, spec, args.batch_size)
+        counts = record_counts(files, spec, args.batch_size, sequence)
 
         def run() -> Iterator[dict]:
             return loader_batches(
-                files, spec, args.threads, args.batch_size, counts, rss_peaks, cpu_roles
+                files, spec, args.threads, args.batch_size, counts, rss_peaks, cpu_roles, sequence
             )
     else:
         import tensorflow as tf
@@ -409,7 +484,7 @@ def serve(args: argparse.Namespace) -> int:
         parse = tf_parse_fn(tf, args.workload, varlen)
         ready["tensorflow"] = tf.__version__
         if args.check:
-            found = check_first_batch(tf, files, spec, parse, args.batch_size)
+            found = check_first_batch(tf, files, spec, parse, args.batch_size, sequence)
             label = varlen if args.workload == "tokens" else "tf"
             ready["problems"] = [f"({label}) {p}" for p in found]
         ds = tf_dataset(tf, files, parse, reads, args.threads, args.batch_size, autotune)

@@ -45,9 +45,18 @@ pub fn round_robin(per: &[&[u64]], rounds: usize, k: usize) -> Option<Vec<u64>> 
 
 /// The handles of the rows of chunk `id` whose record index (`indices`, one per row) lies in
 /// `first..=last` (`last` `None`: no end), in row order.
+///
+/// A reader's chunk holds its records in file order, so the rows wanted are one range, found
+/// by two binary searches (filtering every row cost the planner ~5 us a 2 MiB chunk); indices
+/// in any other order are filtered row by row.
 pub fn rows_between(id: u64, indices: &[u64], first: u64, last: Option<u64>) -> Vec<u64> {
     let base = id << ROW_BITS;
     let last = last.unwrap_or(u64::MAX);
+    if indices.is_sorted() {
+        let lo = indices.partition_point(|&i| i < first);
+        let hi = indices.partition_point(|&i| i <= last).max(lo);
+        return (lo..hi).map(|row| base | row as u64).collect();
+    }
     indices
         .iter()
         .enumerate()
@@ -109,5 +118,40 @@ mod tests {
         assert!(rows_between(5, &idx, 0, None)
             .iter()
             .all(|h| h >> ROW_BITS == 5));
+    }
+
+    #[test]
+    fn rows_between_by_range_agree_with_a_filter() {
+        // Sorted indices (a reader's chunk, with gaps where records were skipped, and repeats
+        // for robustness) take the binary searches; the same rows as filtering every one.
+        let mut seed = 7u64;
+        let mut next = || {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            seed >> 33
+        };
+        for _ in 0..2000 {
+            let n = (next() % 12) as usize;
+            let mut idx: Vec<u64> = (0..n).map(|_| next() % 20).collect();
+            idx.sort_unstable();
+            let first = next() % 24;
+            let last = if next() % 4 == 0 {
+                None
+            } else {
+                Some(next() % 24)
+            };
+            let want: Vec<u64> = idx
+                .iter()
+                .enumerate()
+                .filter(|&(_, &i)| first <= i && last.is_none_or(|l| i <= l))
+                .map(|(row, _)| 3 << ROW_BITS | row as u64)
+                .collect();
+            assert_eq!(
+                rows_between(3, &idx, first, last),
+                want,
+                "{idx:?} {first} {last:?}"
+            );
+        }
     }
 }
