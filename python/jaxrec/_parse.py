@@ -298,10 +298,16 @@ class ExampleParser:
 
         The outputs mirror :meth:`_columns`, key for key and in its order; ``template`` (a
         parse of no records) gives each array's row shape. ``None`` where Python must build
-        the dict: SequenceExamples, and SparseFeature / RaggedFeature, which are assembled
-        from their components.
+        the dict: SparseFeature / RaggedFeature, which are assembled from their components,
+        and VarLen feature lists (their inner width is the batch's longest step).
+
+        A SequenceExample's feature lists are columns too, numbered after the context's: each
+        list's values, then (after every list's values, as :meth:`_rows_dict` orders them)
+        its step counts as ``<name>_length``.
         """
-        if self._sequence is not None or self._context_spec.composites:
+        if self._context_spec.composites:
+            return None
+        if self._sequence is not None and any(s.kind != KIND_SEQUENCE for s in self._sequence):
             return None
         outputs: list[BatchOutput] = []
 
@@ -313,9 +319,19 @@ class ExampleParser:
         for i, spec in enumerate(self._context):
             for key, part in _example_outputs(spec):
                 add(key, i, part)
+        lists = list(enumerate(self._sequence or [], start=len(self._context)))
+        for i, spec in lists:
+            add(spec.name, i, "values")
+        for i, spec in lists:
+            add(length_key(spec.name), i, "steps")
         if [o.key for o in outputs] != list(template):  # an output key named twice
             return None
         return BatchForm(batch_size, mask_key, tuple(outputs))
+
+    def _column_name(self, column: int) -> str:
+        """The feature of parse column ``column``: the context's, then the feature lists'."""
+        n = len(self._context)
+        return self._context[column].name if column < n else self._sequence[column - n].name
 
     def _rows_dict(self, parsed: _native.ParsedBatch, locate: Locate) -> dict[str, np.ndarray]:
         """The dict of :meth:`parse_rows` from its native result.
@@ -491,7 +507,7 @@ class RowsQueue:
                 return None
             batch, seconds, notes = finished
             for column, truncated, skipped, skips in notes:
-                name = self._parser._context[column].name
+                name = self._parser._column_name(column)
                 self._parser._count(name, truncated)
                 self._parser._count_skips(name, skipped, skips)
             return batch, seconds

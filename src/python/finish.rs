@@ -21,15 +21,15 @@ use super::parser::{array, data_array, skip_list};
 use crate::alloc::spares::{self, Spare};
 use crate::column::{Column, ColumnData};
 use crate::error::{Error, Location};
-use crate::parse::spec::CompiledSpec;
 
 /// `jaxrec._parse.BatchOutput`: one array of the finished batch.
 #[derive(FromPyObject)]
 pub(super) struct OutputArg {
     key: Py<PyString>,
-    /// The context column it comes from.
+    /// The column it comes from: the context's (or the Example's) in spec order, then a
+    /// SequenceExample's feature lists.
     column: usize,
-    /// "values", "lengths", "shapes" or "valid".
+    /// "values", "lengths", "shapes", "valid" or "steps" (a feature list's steps per row).
     part: String,
     /// Its shape after the batch dimension.
     row_shape: Vec<usize>,
@@ -51,6 +51,7 @@ enum Part {
     Lengths,
     Shapes,
     Valid,
+    Steps,
 }
 
 struct Output {
@@ -72,7 +73,7 @@ pub(super) struct BatchForm {
 }
 
 impl BatchForm {
-    /// Checks the form against a parser with `columns` context columns.
+    /// Checks the form against a parser whose parses give `columns` columns.
     pub(super) fn new(arg: FormArg, columns: usize) -> PyResult<Self> {
         let mut seen = std::collections::HashSet::new();
         let mut outputs = Vec::with_capacity(arg.outputs.len());
@@ -82,6 +83,7 @@ impl BatchForm {
                 "lengths" => Part::Lengths,
                 "shapes" => Part::Shapes,
                 "valid" => Part::Valid,
+                "steps" => Part::Steps,
                 other => return Err(Error::internal(format!("unknown part {other:?}")).into()),
             };
             // A part is moved into its array, so it can be named once.
@@ -111,23 +113,23 @@ impl BatchForm {
         })
     }
 
-    /// Builds the batch of `real` records from its padded context columns (see
-    /// [`Column::pad_rows`]), plus what Python counts: `(column, truncated, skipped, skips)`
-    /// for each column that truncated or skipped rows. `spec` names the columns, and
-    /// `locate(row)` a skipped row's record.
-    pub(super) fn finish<'py>(
+    /// Builds the batch of `real` records from its padded columns (see [`Column::pad_rows`];
+    /// the context's, then the feature lists'), plus what Python counts: `(column, truncated,
+    /// skipped, skips)` for each column that truncated or skipped rows. `name(i)` names
+    /// column `i`, and `locate(row)` a skipped row's record.
+    pub(super) fn finish<'py, 's>(
         &self,
         py: Python<'py>,
         columns: Vec<Column<'_>>,
         real: usize,
-        spec: &CompiledSpec,
+        name: &dyn Fn(usize) -> &'s str,
         locate: &dyn Fn(usize) -> Option<Location>,
     ) -> PyResult<(Bound<'py, PyDict>, Bound<'py, PyList>)> {
         let notes = PyList::empty(py);
         let mut parts: Vec<Parts<'_>> = Vec::with_capacity(columns.len());
         for (i, col) in columns.into_iter().enumerate() {
             if col.truncated > 0 || col.skipped > 0 {
-                let skips = skip_list(py, &col.skips, spec.name(i), locate)?;
+                let skips = skip_list(py, &col.skips, name(i), locate)?;
                 notes.append((i, col.truncated, col.skipped, skips))?;
             }
             parts.push(Parts::from(col));
@@ -172,6 +174,19 @@ impl BatchForm {
                     small
                         .flat(py, v, dims)
                         .ok_or_else(|| self.recompile(py, o, "valid flags"))??
+                }
+                Part::Steps => {
+                    // int32 as Python's path gives them; at most max_len, which fits.
+                    let v: Vec<i32> = p
+                        .steps
+                        .take()
+                        .ok_or_else(missing)?
+                        .into_iter()
+                        .map(|s| i32::try_from(s).unwrap_or(i32::MAX))
+                        .collect();
+                    small
+                        .flat(py, v, dims)
+                        .ok_or_else(|| self.recompile(py, o, "step counts"))??
                 }
             };
             made.push(m);
@@ -220,6 +235,7 @@ struct Parts<'a> {
     lengths: Option<Vec<i32>>,
     shapes: Option<Vec<i32>>,
     valid: Option<Vec<bool>>,
+    steps: Option<Vec<i64>>,
 }
 
 impl<'a> From<Column<'a>> for Parts<'a> {
@@ -229,6 +245,7 @@ impl<'a> From<Column<'a>> for Parts<'a> {
             lengths: col.lengths,
             shapes: col.shapes,
             valid: col.valid,
+            steps: col.steps,
         }
     }
 }

@@ -283,9 +283,18 @@ impl ExampleParser {
         }
     }
 
-    /// The spec of the Example, or of the SequenceExample context.
-    pub(super) fn context(&self) -> &CompiledSpec {
-        &self.context
+    /// Columns a parse gives: the context's, then the feature lists' (a batch form numbers
+    /// them so).
+    pub(super) fn columns(&self) -> usize {
+        self.context.len() + self.sequence.as_ref().map_or(0, CompiledSpec::len)
+    }
+
+    /// The name of column `i` of [`Self::columns`].
+    pub(super) fn column_name(&self, i: usize) -> &str {
+        match (i.checked_sub(self.context.len()), &self.sequence) {
+            (Some(j), Some(seq)) => seq.name(j),
+            _ => self.context.name(i),
+        }
     }
 
     /// Parses `records` with the GIL released; `locate(row)` says where row `row` came from,

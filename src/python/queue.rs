@@ -220,7 +220,7 @@ fn parse_job(
         .collect();
     let mut parsed = parser.parse_records(&records);
     if let (Some(form), Ok(batch)) = (form, &mut parsed) {
-        for col in &mut batch.context {
+        for col in batch.context.iter_mut().chain(batch.sequence.iter_mut()) {
             col.pad_rows(form.batch_size);
         }
     }
@@ -585,7 +585,7 @@ impl ParseQueue {
             ));
         }
         let form = form
-            .map(|f| BatchForm::new(f, parser.get().context().len()))
+            .map(|f| BatchForm::new(f, parser.get().columns()))
             .transpose()?;
         let shared = Arc::new(Shared {
             parser,
@@ -799,8 +799,10 @@ impl ParseQueue {
         let refs: Vec<&Chunk> = done.chunks.iter().map(Py::get).collect();
         let locate = |i| pick_location(&refs, &done.picks, i);
         let parsed = done.parsed.map_err(|e| e.relocate(locate))?;
-        let spec = self.shared.parser.get().context();
-        let (batch, notes) = form.finish(py, parsed.context, done.picks.len(), spec, &locate)?;
+        let parser = self.shared.parser.get();
+        let columns = parsed.context.into_iter().chain(parsed.sequence).collect();
+        let name = |i| parser.column_name(i);
+        let (batch, notes) = form.finish(py, columns, done.picks.len(), &name, &locate)?;
         Ok(Some((batch, done.seconds, notes)))
     }
 

@@ -413,14 +413,16 @@ def test_a_finished_batchs_small_arrays_share_a_base_that_outlives_the_batch(tmp
 
 
 def test_specs_python_assembles_are_finished_by_python(tmp_path):
-    # SparseFeature / RaggedFeature are assembled from components, and SequenceExamples
-    # have feature lists: the queue parses them natively and Python finishes them.
+    # SparseFeature / RaggedFeature are assembled from components, and a VarLen feature
+    # list's inner width is the batch's longest step: the queue parses them natively and
+    # Python finishes them.
     chunks = chunks_of(write(tmp_path / "a.tfrecord", 20), 20)
     spec = {
         "label": SPEC["label"],
         "r": jr.RaggedFeature(np.int32, value_key="tokens", max_lens=(6,)),
     }
-    for parser in [jr.ExampleParser(spec), jr.ExampleParser({"label": SPEC["label"]}, {})]:
+    var_list = {"tokens": jr.VarLenFeature(np.int32, max_len=3)}
+    for parser in [jr.ExampleParser(spec), jr.ExampleParser({"label": SPEC["label"]}, var_list)]:
         empty = np.array([], np.int64)
         batcher = Batcher(parser.parse_rows([], empty, empty), 4)
         with opened(parser, 1, batcher) as queue:
@@ -428,6 +430,52 @@ def test_specs_python_assembles_are_finished_by_python(tmp_path):
             which, rows = np.zeros(3, np.int64), np.array([4, 0, 7])
             got, _ = queue.result(queue.submit(chunks, which, rows))
             assert_same(got, python_finished(parser, batcher, chunks, which, rows))
+
+
+def write_sequences(path, n: int) -> str:
+    """SequenceExamples of 0-6 steps (an id and two floats each); some have no "emb" list."""
+    with jr.TFRecordWriter(str(path)) as w:
+        for i in range(n):
+            steps = i % 7
+            lists = {"tok": [[i * 10 + t] for t in range(steps)]}
+            if i % 5:
+                lists["emb"] = [[t * 0.5, -float(i)] for t in range(steps)]
+            w.write(jr.encode_sequence_example(context={"label": i}, feature_lists=lists))
+    return str(path)
+
+
+@pytest.mark.parametrize("rows_per_batch", [1, 5, 8])
+def test_sequence_examples_of_fixed_steps_are_finished_natively(tmp_path, rows_per_batch):
+    # A SequenceExample's FixedLenSequenceFeature lists are columns of the batch form too:
+    # padded on the parse thread, and each list's step count an int32 array, as Python's
+    # path gives them; steps past max_len are cut and counted (truncate=True).
+    chunks = chunks_of(write_sequences(tmp_path / "s.tfrecord", 40), 12)
+    context = {"label": jr.FixedLenFeature([], np.int64)}
+    lists = {
+        "tok": jr.FixedLenSequenceFeature([1], np.int32, max_len=4, truncate=True),
+        "emb": jr.FixedLenSequenceFeature(
+            [2], np.float32, allow_missing=True, max_len=4, truncate=True
+        ),
+    }
+    native, python = jr.ExampleParser(context, lists), jr.ExampleParser(context, lists)
+    empty = np.array([], np.int64)
+    batcher = Batcher(native.parse_rows([], empty, empty), 8)
+    rng = np.random.default_rng(rows_per_batch)
+    with opened(native, 2, batcher) as queue:
+        assert queue._form is not None  # finished natively, not by the Python fallback
+        for k in range(6):
+            which = rng.integers(0, len(chunks), rows_per_batch)
+            rows = np.array([rng.integers(0, len(chunks[w])) for w in which])
+            if k == 0:
+                which[0], rows[0] = 0, 6  # record 6: 6 steps of both lists, cut to 4
+            got, _ = queue.result(queue.submit(chunks, which, rows))
+            want = python_finished(python, batcher, chunks, which, rows)
+            assert list(got) == ["label", "tok", "emb", "tok_length", "emb_length", "mask"]
+            assert list(got) == list(want)  # the same keys, in the same order
+            assert_same(got, want)
+            assert got["tok"].shape == (8, 4, 1) and got["emb"].shape == (8, 4, 2)
+    assert native.truncated == python.truncated
+    assert native.truncated["tok"] > 0 and native.truncated["emb"] > 0
 
 
 def test_a_bad_record_in_a_finished_batch_names_the_record(tmp_path):
