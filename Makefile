@@ -33,6 +33,7 @@ format: ## Format Python and Rust sources
 bench: ## Side-by-side throughput against tf.data (needs: pip install -e ".[tf]")
 	$(PYTHON) benchmarks/bench_parse.py --workload tokens --threads 2
 	$(PYTHON) benchmarks/bench_parse.py --workload tabular --threads 2
+	$(PYTHON) benchmarks/bench_parse.py --workload sequence --threads 2
 	$(PYTHON) benchmarks/bench_framing.py
 	$(PYTHON) benchmarks/bench_images.py --threads 2
 	$(PYTHON) benchmarks/bench_device_feed.py --threads 2
