@@ -433,9 +433,9 @@ class RowsQueue:
         threads: parse threads.
         batcher: pads batches to full ones with a mask (a ``jaxrec._loader.batcher.Batcher``:
             ``template``, ``batch_size``, ``mask_key`` and ``finish``); without it
-            :meth:`result` gives :meth:`ExampleParser.parse_rows`'s dict. For Examples
-            without SparseFeature / RaggedFeature the parse threads pad, and one native call
-            makes the finished batch.
+            :meth:`result` gives :meth:`ExampleParser.parse_rows`'s dict. Without
+            SparseFeature / RaggedFeature or VarLen feature lists the parse threads pad, and
+            one native call makes the finished batch (see ``ExampleParser._batch_form``).
     """
 
     def __init__(self, parser: ExampleParser, threads: int, batcher: Any = None) -> None:
