@@ -4,7 +4,7 @@
 //! FeatureList { repeated Feature feature = 1; }   // one Feature per step
 //! ```
 
-use super::fill::{read_whole, Ctx};
+use super::fill::{pad_tail, read_whole, Ctx};
 use super::lists::{Decode, Zero};
 use super::scan::Found;
 use super::spec::Kind;
@@ -96,24 +96,31 @@ fn fill_steps_whole<'a, T: Zero, D: Decode<'a, T>>(
             steps
         }
     };
-    let mut out = ctx.alloc(b, t.checked_mul(n)?, pad).ok()?;
+    // Each row's steps are written, then its padding after them: a batch filled with the
+    // padding first wrote the steps' bytes twice (steps of 8 floats padded to 32: ~260 KiB a
+    // batch of 256).
+    let per_row = t.checked_mul(n)?;
+    let (mut out, zeros) = ctx.alloc_for_overwrite::<T>(b, per_row).ok()?;
     let mut step_counts = ctx.per_row(b).ok()?;
     let mut truncated = 0u64;
     for (row, f) in found.iter().enumerate() {
+        // In bounds: `out` holds b * per_row values, and row < b.
+        let row_out = &mut out[row * per_row..(row + 1) * per_row];
         let Some(list) = f else {
             if !cfg.allow_missing {
                 return None;
             }
+            pad_tail(row_out, 0, pad, zeros);
             step_counts.push(0);
             continue;
         };
-        let mut s = 0usize;
-        for step in feature_list_steps(list) {
+        // The steps in the usual form first, as a run (the general loop reads the rest).
+        let (mut s, read) = D::read_steps(list, n, row_out);
+        for step in feature_list_steps(&list[read..]) {
             let step = step.ok()?;
             if s < t {
-                // In bounds: `out` holds b * t * n values, and row < b, s < t.
-                let at = (row * t + s) * n;
-                read_step::<T, D>(ctx, row, step, &mut out[at..at + n])?;
+                // In bounds: s < t, and the row holds t * n values.
+                read_step::<T, D>(ctx, row, step, &mut row_out[s * n..(s + 1) * n])?;
             } else {
                 // Steps past max_len are dropped, but checked as the general path checks them.
                 ctx.list(row, step).ok()?;
@@ -126,6 +133,7 @@ fn fill_steps_whole<'a, T: Zero, D: Decode<'a, T>>(
             }
             truncated += 1;
         }
+        pad_tail(row_out, s.min(t) * n, pad, zeros);
         step_counts.push(i64::try_from(s.min(t)).unwrap_or(i64::MAX));
     }
     Some((out, vec![b, t, n], None, step_counts, truncated))
@@ -457,5 +465,55 @@ mod tests {
             usual_cases > 1000 && taken > usual_cases,
             "{usual_cases} {taken}"
         );
+    }
+
+    #[test]
+    fn steps_read_whole_pad_over_an_earlier_batch_s_memory() {
+        // A batch large enough to recycle memory may get an earlier batch's as it was: every
+        // padding value must then be written, zeros too (fresh memory needs no zeros written).
+        use crate::alloc::spares::{self, Spare};
+        let (rows, t, n) = (64, 32, 8);
+        let records: Vec<Option<Vec<u8>>> = (0..rows)
+            .map(|r| {
+                (r % 5 != 0).then(|| {
+                    let mut list = Vec::new();
+                    for s in 0..r % 40 {
+                        let ints: Vec<i64> =
+                            (0..n as i64).map(|i| (r * 100 + s) as i64 + i).collect();
+                        list.extend(message(0x0a, &step(&ints, true, Form::Usual)));
+                    }
+                    list
+                })
+            })
+            .collect();
+        let found: Vec<Found<'_>> = records.iter().map(|r| r.as_deref()).collect();
+        for pad in [0.0f32, -1.0] {
+            let cfg = FeatureConfig {
+                name: "f".into(),
+                kind: Kind::Sequence,
+                dtype: OutDType::F32,
+                n,
+                max_len: Some(t),
+                truncate: true,
+                defaults: Defaults::None,
+                allow_missing: true,
+            };
+            let ctx = Ctx { cfg: &cfg };
+            let general =
+                fill_feature_list_general::<f32, FloatDecoder>(&ctx, &found, pad).unwrap();
+            let fill = || fill_steps_whole::<f32, FloatDecoder>(&ctx, &found, pad).unwrap();
+            assert_eq!(fill(), general, "fresh memory, pad {pad}");
+            // Another test may free the kept spares between the give and the fill: tried until
+            // the column is the spare's memory.
+            let reused = (0..20).any(|_| {
+                let dirty = vec![f32::from_bits(0x5a5a_5a5a); rows * t * n];
+                let at = dirty.as_ptr();
+                spares::give(Spare::from_vec(dirty).unwrap());
+                let got = fill();
+                assert_eq!(got, general, "over an earlier batch's memory, pad {pad}");
+                got.0.as_ptr() == at
+            });
+            assert!(reused, "the spare was never reused");
+        }
     }
 }

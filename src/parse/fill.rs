@@ -128,7 +128,7 @@ impl Ctx<'_> {
 /// any), unless the batch is zeros (`zeros`, from [`Ctx::alloc_for_overwrite`]) and so is
 /// `pad`: fresh zero pages are left untouched.
 #[inline]
-fn pad_tail<T: Zero>(row: &mut [T], from: usize, pad: T, zeros: bool) {
+pub(super) fn pad_tail<T: Zero>(row: &mut [T], from: usize, pad: T, zeros: bool) {
     if !(zeros && pad.is_zero()) {
         if let Some(tail) = row.get_mut(from..) {
             tail.fill(pad);
