@@ -212,6 +212,37 @@ pub(super) trait Decode<'a, T> {
     fn read_steps(_list: &'a [u8], _n: usize, _out: &mut [T]) -> (usize, usize) {
         (0, 0)
     }
+
+    /// The step at `pos` of a `FeatureList` message in the form writers give a step of any
+    /// number of values, every length one byte (`0a L1 <list key> L2 0a L3 block`): its
+    /// packed block, the values the block holds, and where the next step starts. `None` for
+    /// any other form (or a float block of no whole number of floats): the general path's.
+    #[inline(always)]
+    fn step_block(_list: &'a [u8], _pos: usize) -> Option<(&'a [u8], usize, usize)> {
+        None
+    }
+
+    /// Decodes a block [`Decode::step_block`] gave into `out`, which holds as many values as
+    /// it counted; false if they do not all decode and fit (the general path then reports).
+    #[inline(always)]
+    fn decode_block(_block: &'a [u8], _out: &mut [T]) -> bool {
+        false
+    }
+}
+
+/// A step at `pos` of a `FeatureList` in the usual form with one-byte lengths, whose list
+/// has key `key`: `0a L1 key L1-2 0a L1-4 block`; the block and where the next step starts.
+#[inline(always)]
+fn step_at(list: &[u8], pos: usize, key: u8) -> Option<(&[u8], usize)> {
+    match list.get(pos..pos + 6)? {
+        &[0x0a, l1, k, l2, 0x0a, l3]
+            if k == key && (4..0x80).contains(&l1) && l2 == l1 - 2 && l3 == l1 - 4 =>
+        {
+            let end = pos + 2 + usize::from(l1);
+            Some((list.get(pos + 6..end)?, end))
+        }
+        _ => None,
+    }
 }
 
 /// The one field 1 of a `Feature`'s list (the field whose key is `key`) when the list holds it
@@ -347,6 +378,18 @@ impl<'a, T: IntOut> Decode<'a, T> for Int64Decoder {
             pos = end;
         }
         (steps, pos)
+    }
+
+    #[inline(always)]
+    fn step_block(list: &'a [u8], pos: usize) -> Option<(&'a [u8], usize, usize)> {
+        let (block, next) = step_at(list, pos, 0x1a)?;
+        Some((block, wire::count_varints(block), next))
+    }
+
+    #[inline(always)]
+    fn decode_block(block: &'a [u8], out: &mut [T]) -> bool {
+        let mut n = 0;
+        decode_packed_varints(block, out, &mut n).is_ok() && n == out.len()
     }
 
     fn count(list: &'a [u8]) -> std::result::Result<usize, DecodeError> {
@@ -623,6 +666,23 @@ impl<'a, T: FloatOut> Decode<'a, T> for FloatDecoder {
             pos += 6 + w;
         }
         (steps, pos)
+    }
+
+    #[inline(always)]
+    fn step_block(list: &'a [u8], pos: usize) -> Option<(&'a [u8], usize, usize)> {
+        let (block, next) = step_at(list, pos, 0x12)?;
+        (block.len() % 4 == 0).then_some((block, block.len() / 4, next))
+    }
+
+    #[inline(always)]
+    fn decode_block(block: &'a [u8], out: &mut [T]) -> bool {
+        if block.len() != 4 * out.len() {
+            return false;
+        }
+        for (o, c) in out.iter_mut().zip(block.chunks_exact(4)) {
+            *o = T::from_f32(f32::from_le_bytes([c[0], c[1], c[2], c[3]]));
+        }
+        true
     }
 
     #[inline]
