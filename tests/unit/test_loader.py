@@ -209,6 +209,15 @@ def test_needs_static_shapes(tmp_path):
         jr.Loader(paths, {"t": jr.SerializedTensor(np.float32, [None, 4])}, batch_size=2)
     with pytest.raises(jr.FeatureSpecError, match="mask key"):
         jr.Loader(paths, {"mask": jr.FixedLenFeature([], np.int64, default_value=0)}, batch_size=2)
+    # A VarLen feature list's inner width is each batch's longest step: refused at once (it
+    # used to fail the first batch's shape check, naming no cause).
+    with pytest.raises(jr.FeatureSpecError, match="'sub' in sequence_features is a VarLen"):
+        jr.Loader(
+            paths,
+            {"id": jr.FixedLenFeature([], np.int64)},
+            batch_size=2,
+            sequence_features={"sub": jr.VarLenFeature(np.int32, max_len=4, truncate=True)},
+        )
 
 
 def test_corrupt_record_error_reaches_consumer_and_skip_counts(tmp_path):

@@ -50,7 +50,7 @@ from jaxrec._loader.stream import EpochStream
 from jaxrec._loader.transforms import MapTransform, RandomMapTransform, TransformChain
 from jaxrec._loader.windows import WindowStage, check_pod
 from jaxrec._parse import ExampleParser, RowsQueue
-from jaxrec._spec import KIND_FIXED, CompiledFeature
+from jaxrec._spec import KIND_FIXED, KIND_VAR, CompiledFeature
 from jaxrec.errors import (
     FeatureSpecError,
     FileChangedError,
@@ -251,6 +251,7 @@ class Loader:
         self.parser = ExampleParser(features, sequence_features)
         _check_static(self.parser.compiled_features, "features", self.parser.composite_features)
         _check_static(self.parser.compiled_sequence_features, "sequence_features")
+        _check_static_steps(self.parser.compiled_sequence_features)
         self._batcher = Batcher(self._parse_rows([], [], []), self.batch_size, mask_key)
         if transform is None:
             transforms = []
@@ -676,6 +677,23 @@ class Loader:
         run = self._run
         out["queue_depth"] = run.queue_depth() if run is not None else 0
         return out
+
+
+def _check_static_steps(compiled: list[CompiledFeature]) -> None:
+    """Refuses VarLen feature lists, whose batches' inner width varies.
+
+    A step's values vary in number, so the batch's inner width (its longest step) would change
+    from batch to batch. Refused here, not at the first batch's shape check, which named no
+    cause.
+    """
+    for c in compiled:
+        if c.kind == KIND_VAR:
+            raise FeatureSpecError(
+                f"feature {c.name!r} in sequence_features is a VarLenFeature: its steps hold "
+                "any number of values, so each batch's inner width would be its longest step, "
+                "and the Loader yields static shapes; use FixedLenSequenceFeature for steps of "
+                "a fixed shape, or jr.parse_sequence_example for batches on the host"
+            )
 
 
 def _check_static(
