@@ -349,7 +349,8 @@ impl<'a, T: IntOut> Decode<'a, T> for Int64Decoder {
         let (mut steps, mut pos) = (0, 0);
         for dst in out.chunks_exact_mut(n) {
             // feature (field 1) { int64_list (field 3) { packed block (field 1) } }:
-            // 0a L1 1a L1-2 0a L1-4 v..v, each length one byte.
+            // 0a L1 1a L1-2 0a L1-4 v..v, each length one byte. (`step_at`'s framing, written
+            // out: through it, steps of one id parsed 4-5 % slower in `hot_loops`.)
             let l1 = match list.get(pos..pos + 6) {
                 Some(&[0x0a, l1, 0x1a, l2, 0x0a, l3])
                     if (4..0x80).contains(&l1) && l2 == l1 - 2 && l3 == l1 - 4 =>
