@@ -328,11 +328,6 @@ class ExampleParser:
             return None
         return BatchForm(batch_size, mask_key, tuple(outputs))
 
-    def _column_name(self, column: int) -> str:
-        """The feature of parse column ``column``: the context's, then the feature lists'."""
-        n = len(self._context)
-        return self._context[column].name if column < n else self._sequence[column - n].name
-
     def _rows_dict(self, parsed: _native.ParsedBatch, locate: Locate) -> dict[str, np.ndarray]:
         """The dict of :meth:`parse_rows` from its native result.
 
@@ -506,8 +501,7 @@ class RowsQueue:
             if finished is None:
                 return None
             batch, seconds, notes = finished
-            for column, truncated, skipped, skips in notes:
-                name = self._parser._column_name(column)
+            for name, truncated, skipped, skips in notes:
                 self._parser._count(name, truncated)
                 self._parser._count_skips(name, skipped, skips)
             return batch, seconds

@@ -52,14 +52,22 @@ pub(super) fn fill_feature_list<'a, T: Zero, D: Decode<'a, T>>(
     found: &[Found<'a>],
     pad: T,
 ) -> Result<FeatureListColumn<T>> {
-    let whole = if ctx.cfg.kind == Kind::Var {
+    match fill_whole::<T, D>(ctx, found, pad) {
+        Some(column) => Ok(column),
+        None => fill_feature_list_general::<T, D>(ctx, found, pad),
+    }
+}
+
+/// The fast fill of the column's kind, `None` where it leaves the batch to the general path.
+fn fill_whole<'a, T: Zero, D: Decode<'a, T>>(
+    ctx: &Ctx,
+    found: &[Found<'a>],
+    pad: T,
+) -> Option<FeatureListColumn<T>> {
+    if ctx.cfg.kind == Kind::Var {
         fill_var_steps_whole::<T, D>(ctx, found, pad)
     } else {
         fill_steps_whole::<T, D>(ctx, found, pad)
-    };
-    match whole {
-        Some(column) => Ok(column),
-        None => fill_feature_list_general::<T, D>(ctx, found, pad),
     }
 }
 
@@ -444,9 +452,10 @@ mod tests {
         message(if form == Form::OtherType { other } else { key }, &list)
     }
 
-    /// Both fills of one feature list column: the one-pass fill, when it takes the batch, gives
-    /// what the general one gives, and `fill_feature_list` gives it (or the general one's
-    /// error). Returns whether the one-pass fill took it.
+    /// Both fills of one feature list column: the fast fill of its kind (steps of n values,
+    /// or VarLen steps), when it takes the batch, gives what the general one gives, and
+    /// `fill_feature_list` gives it (or the general one's error). Returns whether the fast
+    /// fill took it.
     fn agree<'a, T, D>(cfg: &FeatureConfig, found: &[Found<'a>], pad: T) -> bool
     where
         T: Zero + PartialEq + std::fmt::Debug,
@@ -454,7 +463,7 @@ mod tests {
     {
         let ctx = Ctx { cfg };
         let general = fill_feature_list_general::<T, D>(&ctx, found, pad);
-        let whole = fill_steps_whole::<T, D>(&ctx, found, pad);
+        let whole = fill_whole::<T, D>(&ctx, found, pad);
         if let Some(w) = &whole {
             assert_eq!(general.as_ref().ok(), Some(w), "{found:?}");
         }
@@ -548,24 +557,6 @@ mod tests {
         );
     }
 
-    /// [`agree`] for VarLen feature lists: the run fill, when it takes the batch, gives what the
-    /// general one gives, and `fill_feature_list` gives it (or the general one's error).
-    fn agree_var<'a, T, D>(cfg: &FeatureConfig, found: &[Found<'a>], pad: T) -> bool
-    where
-        T: Zero + PartialEq + std::fmt::Debug,
-        D: Decode<'a, T>,
-    {
-        let ctx = Ctx { cfg };
-        let general = fill_feature_list_general::<T, D>(&ctx, found, pad);
-        let whole = fill_var_steps_whole::<T, D>(&ctx, found, pad);
-        if let Some(w) = &whole {
-            assert_eq!(general.as_ref().ok(), Some(w), "{found:?}");
-        }
-        let chosen = fill_feature_list::<T, D>(&ctx, found, pad).map_err(|e| e.to_string());
-        assert_eq!(chosen, general.map_err(|e| e.to_string()));
-        whole.is_some()
-    }
-
     #[test]
     fn var_steps_read_as_runs_agree_with_the_general_path() {
         let mut rng = Rng(0x7a7a_5eed);
@@ -637,11 +628,11 @@ mod tests {
                 allow_missing: true,
             };
             let took = if float {
-                agree_var::<f32, FloatDecoder>(&cfg, &found, -1.0)
+                agree::<f32, FloatDecoder>(&cfg, &found, -1.0)
             } else if narrow {
-                agree_var::<u8, Int64Decoder>(&cfg, &found, 9)
+                agree::<u8, Int64Decoder>(&cfg, &found, 9)
             } else {
-                agree_var::<i64, Int64Decoder>(&cfg, &found, 0)
+                agree::<i64, Int64Decoder>(&cfg, &found, 0)
             };
             if usual && fits && fits_len && one_byte {
                 usual_cases += 1;

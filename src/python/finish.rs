@@ -114,9 +114,9 @@ impl BatchForm {
     }
 
     /// Builds the batch of `real` records from its padded columns (see [`Column::pad_rows`];
-    /// the context's, then the feature lists'), plus what Python counts: `(column, truncated,
-    /// skipped, skips)` for each column that truncated or skipped rows. `name(i)` names
-    /// column `i`, and `locate(row)` a skipped row's record.
+    /// the context's, then the feature lists'), plus what Python counts: `(feature,
+    /// truncated, skipped, skips)` for each column that truncated or skipped rows. `name(i)`
+    /// names column `i`'s feature, and `locate(row)` a skipped row's record.
     pub(super) fn finish<'py, 's>(
         &self,
         py: Python<'py>,
@@ -129,8 +129,9 @@ impl BatchForm {
         let mut parts: Vec<Parts<'_>> = Vec::with_capacity(columns.len());
         for (i, col) in columns.into_iter().enumerate() {
             if col.truncated > 0 || col.skipped > 0 {
-                let skips = skip_list(py, &col.skips, name(i), locate)?;
-                notes.append((i, col.truncated, col.skipped, skips))?;
+                let feature = name(i);
+                let skips = skip_list(py, &col.skips, feature, locate)?;
+                notes.append((feature, col.truncated, col.skipped, skips))?;
             }
             parts.push(Parts::from(col));
         }

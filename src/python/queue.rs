@@ -772,7 +772,7 @@ impl ParseQueue {
     }
 
     /// The finished batch of `ticket` (the queue's batch form: padded, with its mask), the
-    /// seconds its parse took, and `(column, truncated, skipped, skips)` for each column
+    /// seconds its parse took, and `(feature, truncated, skipped, skips)` for each column
     /// that truncated or skipped rows; `None` if not ready within `timeout` seconds.
     ///
     /// Raises:

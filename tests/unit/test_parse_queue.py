@@ -349,6 +349,18 @@ def python_finished(parser, batcher, chunks, which, rows) -> dict:
     return batcher.finish(parser.parse_rows(chunks, which, rows), len(rows))
 
 
+def random_picks(rng, chunks: list, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """``n`` random records of ``chunks``: which chunk, and which row of it."""
+    which = rng.integers(0, len(chunks), n)
+    return which, np.array([rng.integers(0, len(chunks[w])) for w in which])
+
+
+def both_finished(queue, python, batcher, chunks, which, rows) -> tuple[dict, dict]:
+    """The batch the queue finishes natively, and the one Python's path finishes."""
+    got, _ = queue.result(queue.submit(chunks, which, rows))
+    return got, python_finished(python, batcher, chunks, which, rows)
+
+
 @pytest.mark.parametrize("rows_per_batch", [1, 5, 8])
 def test_finished_batches_equal_what_python_pads(tmp_path, rows_per_batch):
     chunks = chunks_of(write_finish(tmp_path / "a.tfrecord", 40), 12)
@@ -358,10 +370,8 @@ def test_finished_batches_equal_what_python_pads(tmp_path, rows_per_batch):
     with opened(native, 2, batcher) as queue:
         assert queue._form is not None  # finished natively, not by the Python fallback
         for _ in range(6):
-            which = rng.integers(0, len(chunks), rows_per_batch)
-            rows = np.array([rng.integers(0, len(chunks[w])) for w in which])
-            got, seconds = queue.result(queue.submit(chunks, which, rows))
-            want = python_finished(python, batcher, chunks, which, rows)
+            which, rows = random_picks(rng, chunks, rows_per_batch)
+            got, want = both_finished(queue, python, batcher, chunks, which, rows)
             assert list(got) == list(want)  # the same keys, in the same order
             assert_same(got, want)
             assert got["mask"].tolist() == [True] * rows_per_batch + [False] * (8 - rows_per_batch)
@@ -464,12 +474,10 @@ def test_sequence_examples_of_fixed_steps_are_finished_natively(tmp_path, rows_p
     with opened(native, 2, batcher) as queue:
         assert queue._form is not None  # finished natively, not by the Python fallback
         for k in range(6):
-            which = rng.integers(0, len(chunks), rows_per_batch)
-            rows = np.array([rng.integers(0, len(chunks[w])) for w in which])
+            which, rows = random_picks(rng, chunks, rows_per_batch)
             if k == 0:
                 which[0], rows[0] = 0, 6  # record 6: 6 steps of both lists, cut to 4
-            got, _ = queue.result(queue.submit(chunks, which, rows))
-            want = python_finished(python, batcher, chunks, which, rows)
+            got, want = both_finished(queue, python, batcher, chunks, which, rows)
             assert list(got) == ["label", "tok", "emb", "tok_length", "emb_length", "mask"]
             assert list(got) == list(want)  # the same keys, in the same order
             assert_same(got, want)

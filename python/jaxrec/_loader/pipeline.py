@@ -457,12 +457,12 @@ class Pipeline:
     def _advance(self) -> None:
         """Runs the planner until its next batches must wait for room, or it has ended.
 
+        Called by :meth:`_next_planned` only once the planner runs and there is room for it.
         An error it raises goes after the batches it planned before, as any failure does
         (``_Failure``); KeyboardInterrupt and SystemExit reach the caller at once.
         """
         planner = self._planner
-        if planner is None or len(self.inflight) >= self._resume_below:
-            return
+        assert planner is not None
         try:
             self._resume_below = next(planner)
         except StopIteration:
@@ -482,7 +482,7 @@ class Pipeline:
         Raises:
             JaxrecError: the run was stopped (from another thread) before it ended.
         """
-        # _advance's own first test, made here: most batches find the planner waiting for room.
+        # Tested before the call: most batches find the planner waiting for room.
         if self._planner is not None and len(self.inflight) < self._resume_below:
             self._advance()
         try:
