@@ -8,6 +8,7 @@ use super::fill::{pad_tail, read_whole, Ctx};
 use super::lists::{Decode, Zero};
 use super::scan::Found;
 use super::spec::Kind;
+use crate::alloc::row_bytes;
 use crate::error::Result;
 use crate::wire::{self, read_key, read_len_delimited, skip_value};
 
@@ -91,8 +92,8 @@ fn fill_var_steps_whole<'a, T: Zero, D: Decode<'a, T>>(
     let mut ends: Vec<usize> = ctx.per_row(b).ok()?;
     let mut step_counts: Vec<i64> = ctx.per_row(b).ok()?;
     let (mut truncated, mut longest) = (0u64, 0usize);
-    let (mut width, mut widest) = (0usize, 0usize);
-    for (row, f) in found.iter().enumerate() {
+    let mut width = 0usize;
+    for f in found {
         let mut s = 0usize;
         // A missing list is 0 steps (as the general path reads a Var list).
         if let Some(list) = f {
@@ -101,9 +102,7 @@ fn fill_var_steps_whole<'a, T: Zero, D: Decode<'a, T>>(
                 let (block, count, next) = D::step_block(list, pos)?;
                 if cfg.max_len.is_none_or(|t| s < t) {
                     blocks.push((block, count));
-                    if count > width {
-                        (width, widest) = (count, row);
-                    }
+                    width = width.max(count);
                 }
                 (pos, s) = (next, s + 1);
             }
@@ -123,9 +122,8 @@ fn fill_var_steps_whole<'a, T: Zero, D: Decode<'a, T>>(
         ends.push(blocks.len());
     }
     let t = cfg.max_len.unwrap_or(longest);
-    let what = format!("{t} steps of up to {width} values");
-    ctx.check_width::<T>(widest, t.saturating_mul(width), &what)
-        .ok()?;
+    // Rows over the row limit: the general path says so (with the row that makes them).
+    row_bytes::<T>(t.saturating_mul(width))?;
     let per_row = t.checked_mul(width)?;
     let mut inner = ctx.alloc(b, t, 0i32).ok()?;
     let (mut out, zeros) = ctx.alloc_for_overwrite::<T>(b, per_row).ok()?;
@@ -452,6 +450,55 @@ mod tests {
         message(if form == Form::OtherType { other } else { key }, &list)
     }
 
+    /// The output types the random tests read a column as.
+    #[derive(Clone, Copy)]
+    struct Out(OutDType);
+
+    impl Out {
+        /// f32 (`float`), u8 (`narrow`: larger ids are out of range), else `wide`.
+        fn of(float: bool, narrow: bool, wide: OutDType) -> Out {
+            Out(if float {
+                OutDType::F32
+            } else if narrow {
+                OutDType::U8
+            } else {
+                wide
+            })
+        }
+
+        /// [`agree`] with the column read as this type, padded with a value that shows.
+        fn agree(self, cfg: &FeatureConfig, found: &[Found<'_>]) -> bool {
+            match self.0 {
+                OutDType::F32 => agree::<f32, FloatDecoder>(cfg, found, -1.0),
+                OutDType::U8 => agree::<u8, Int64Decoder>(cfg, found, 9),
+                OutDType::I32 => agree::<i32, Int64Decoder>(cfg, found, -1),
+                OutDType::I64 => agree::<i64, Int64Decoder>(cfg, found, 0),
+                other => panic!("no random test reads {other:?}"),
+            }
+        }
+    }
+
+    /// A feature list's config, as the random tests vary it.
+    fn config(
+        kind: Kind,
+        n: usize,
+        max_len: Option<usize>,
+        truncate: bool,
+        allow_missing: bool,
+        dtype: Out,
+    ) -> FeatureConfig {
+        FeatureConfig {
+            name: "f".into(),
+            kind,
+            dtype: dtype.0,
+            n,
+            max_len,
+            truncate,
+            defaults: Defaults::None,
+            allow_missing,
+        }
+    }
+
     /// Both fills of one feature list column: the fast fill of its kind (steps of n values,
     /// or VarLen steps), when it takes the batch, gives what the general one gives, and
     /// `fill_feature_list` gives it (or the general one's error). Returns whether the fast
@@ -518,30 +565,9 @@ mod tests {
                 records.push(Some(list));
             }
             let found: Vec<Found<'_>> = records.iter().map(|r| r.as_deref()).collect();
-            let dtype = if float {
-                OutDType::F32
-            } else if narrow {
-                OutDType::U8
-            } else {
-                OutDType::I32
-            };
-            let cfg = FeatureConfig {
-                name: "f".into(),
-                kind: Kind::Sequence,
-                dtype,
-                n,
-                max_len,
-                truncate,
-                defaults: Defaults::None,
-                allow_missing,
-            };
-            let took = if float {
-                agree::<f32, FloatDecoder>(&cfg, &found, -1.0)
-            } else if narrow {
-                agree::<u8, Int64Decoder>(&cfg, &found, 9)
-            } else {
-                agree::<i32, Int64Decoder>(&cfg, &found, -1)
-            };
+            let dtype = Out::of(float, narrow, OutDType::I32);
+            let cfg = config(Kind::Sequence, n, max_len, truncate, allow_missing, dtype);
+            let took = dtype.agree(&cfg, &found);
             if usual && fits {
                 usual_cases += 1;
                 assert!(
@@ -610,30 +636,9 @@ mod tests {
                 records.push(Some(list));
             }
             let found: Vec<Found<'_>> = records.iter().map(|r| r.as_deref()).collect();
-            let dtype = if float {
-                OutDType::F32
-            } else if narrow {
-                OutDType::U8
-            } else {
-                OutDType::I64
-            };
-            let cfg = FeatureConfig {
-                name: "f".into(),
-                kind: Kind::Var,
-                dtype,
-                n: 1,
-                max_len,
-                truncate,
-                defaults: Defaults::None,
-                allow_missing: true,
-            };
-            let took = if float {
-                agree::<f32, FloatDecoder>(&cfg, &found, -1.0)
-            } else if narrow {
-                agree::<u8, Int64Decoder>(&cfg, &found, 9)
-            } else {
-                agree::<i64, Int64Decoder>(&cfg, &found, 0)
-            };
+            let dtype = Out::of(float, narrow, OutDType::I64);
+            let cfg = config(Kind::Var, 1, max_len, truncate, true, dtype);
+            let took = dtype.agree(&cfg, &found);
             if usual && fits && fits_len && one_byte {
                 usual_cases += 1;
                 assert!(

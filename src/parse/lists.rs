@@ -612,6 +612,15 @@ fn decode_packed_varints_scalar<T: IntOut>(
     Ok(())
 }
 
+/// The little-endian floats of a packed block into `out`, as many as both hold: the one copy
+/// of a float list's values (a loop the compiler vectorises).
+#[inline(always)]
+fn floats_into<T: FloatOut>(block: &[u8], out: &mut [T]) {
+    for (o, c) in out.iter_mut().zip(block.chunks_exact(4)) {
+        *o = T::from_f32(f32::from_le_bytes([c[0], c[1], c[2], c[3]]));
+    }
+}
+
 impl<'a, T: FloatOut> Decode<'a, T> for FloatDecoder {
     #[inline(always)]
     fn one(feature: &'a [u8]) -> Option<T> {
@@ -637,9 +646,7 @@ impl<'a, T: FloatOut> Decode<'a, T> for FloatDecoder {
         // float_list (field 2) { packed block (field 1) }: 12 L1 0a L2 f..f. A block that is
         // no whole number of floats is the general path's to report.
         let block = packed_block(feature, 0x12).filter(|b| b.len() % 4 == 0)?;
-        for (o, c) in out.iter_mut().zip(block.chunks_exact(4)) {
-            *o = T::from_f32(f32::from_le_bytes([c[0], c[1], c[2], c[3]]));
-        }
+        floats_into(block, out);
         Some(Ok(block.len() / 4))
     }
 
@@ -660,9 +667,7 @@ impl<'a, T: FloatOut> Decode<'a, T> for FloatDecoder {
             if step[..6] != head {
                 break;
             }
-            for (o, c) in dst.iter_mut().zip(step[6..].chunks_exact(4)) {
-                *o = T::from_f32(f32::from_le_bytes([c[0], c[1], c[2], c[3]]));
-            }
+            floats_into(&step[6..], dst);
             steps += 1;
             pos += 6 + w;
         }
@@ -680,9 +685,7 @@ impl<'a, T: FloatOut> Decode<'a, T> for FloatDecoder {
         if block.len() != 4 * out.len() {
             return false;
         }
-        for (o, c) in out.iter_mut().zip(block.chunks_exact(4)) {
-            *o = T::from_f32(f32::from_le_bytes([c[0], c[1], c[2], c[3]]));
-        }
+        floats_into(block, out);
         true
     }
 
@@ -705,9 +708,7 @@ impl<'a, T: FloatOut> Decode<'a, T> for FloatDecoder {
                     // run may already have filled it, or overfilled it, as `n` counts on), which
                     // the compiler turns into a vectorised load/convert loop.
                     if let Some(rest) = out.get_mut(n..) {
-                        for (o, c) in rest.iter_mut().zip(block.chunks_exact(4)) {
-                            *o = T::from_f32(f32::from_le_bytes([c[0], c[1], c[2], c[3]]));
-                        }
+                        floats_into(block, rest);
                     }
                     n += block.len() / 4;
                 }
