@@ -1,6 +1,6 @@
 # Typed stub of the native module (src/python/). Checked against the built module by
 # `make lint` (mypy.stubtest), so it cannot drift.
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from os import PathLike
 from typing import Any, BinaryIO, final
 
@@ -37,6 +37,7 @@ __all__ = [
     "Column",
     "ParsedBatch",
     "ParseQueue",
+    "CountedStream",
     "BatchMemory",
     "BatchParts",
 ]
@@ -198,6 +199,40 @@ class ParseQueue:
     ) -> tuple[Chunk | None, float] | None: ...
     def forget_read(self, ticket: int) -> None: ...
     def close(self, wait: bool = True) -> None: ...
+
+@final
+class CountedStream:
+    """A host's records of a segment: counted ranges of local files, read and queued natively."""
+
+    def __new__(
+        cls,
+        lengths: list[int],
+        cycle_length: int,
+        block_length: int,
+        state: tuple[int, list[tuple[int, int]], int, int],
+        position: int,
+        open_piece: Callable[[int], tuple[RecordReader | None, str, int, int, int, int]],
+        queue: ParseQueue,
+        block_bytes: int | None,
+        auto_blocks: tuple[int, int, int],
+    ) -> CountedStream: ...
+    def take(self, n: int) -> int: ...
+    def skip(self, n: int) -> None: ...
+    def mark_hint(self) -> None: ...
+    def submit(self, batch_size: int) -> tuple[int, int]: ...
+    @property
+    def held(self) -> int: ...
+    @property
+    def finished(self) -> bool: ...
+    def hint(
+        self,
+    ) -> (
+        tuple[int, tuple[int, list[tuple[int, int]], int, int], dict[int, tuple[int, int]]] | None
+    ): ...
+    def counters(self) -> tuple[int, int, float]: ...
+    @property
+    def record_bytes(self) -> float | None: ...
+    def close(self) -> None: ...
 
 def decode_image(
     data: bytes, channels: int = 3, format: str = "auto", max_pixels: int = ...

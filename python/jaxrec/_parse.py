@@ -485,6 +485,25 @@ class RowsQueue:
             for k in range(count)
         ]
 
+    @property
+    def finishes(self) -> bool:
+        """Whether the parse threads finish the batches (the form of the batcher given)."""
+        return self._form is not None
+
+    def submit_held(self, stream: _native.CountedStream, batch_size: int) -> list[tuple]:
+        """Queues the records a native stream holds as batches of ``batch_size`` rows.
+
+        The stream reads on this queue (``CountedStream.take``), and its batches are parsed
+        here; only a queue that :attr:`finishes` takes them (a bad record is named natively).
+
+        Returns:
+            the batches' tickets, in order, for :meth:`result`.
+        """
+        assert self._form is not None
+        n, b = stream.held, batch_size
+        first, count = stream.submit(b)
+        return [(first + k, None, min(b, n - k * b)) for k in range(count)]
+
     def result(
         self, ticket: tuple, timeout: float | None = None
     ) -> tuple[dict[str, np.ndarray], float] | None:

@@ -14,6 +14,7 @@ pyo3::import_exception!(jaxrec.errors, ExampleParseError);
 pyo3::import_exception!(jaxrec.errors, FeatureSpecError);
 pyo3::import_exception!(jaxrec.errors, EncodeError);
 pyo3::import_exception!(jaxrec.errors, JaxrecError);
+pyo3::import_exception!(jaxrec.errors, FileChangedError);
 
 /// `import_exception!` imports a class the first time it is raised, and panics if that import
 /// fails; importing `jaxrec.errors` when the module loads (where a failure is an ordinary
@@ -72,6 +73,20 @@ impl From<Error> for PyErr {
             }
         }
     }
+}
+
+/// A `FileChangedError`: `path` holds fewer records than the Loader counted, the first one
+/// missing being `record_index`.
+pub(super) fn file_changed(detail: String, path: &str, record_index: u64) -> PyErr {
+    FileChangedError::new_err(located(
+        detail,
+        Location {
+            path: Some(path.to_owned()),
+            record_index: Some(record_index),
+            byte_offset: None,
+        },
+        None,
+    ))
 }
 
 /// The Python class [`From<Error> for PyErr`] raises for each kind, by name.

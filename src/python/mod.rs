@@ -10,6 +10,7 @@ mod parser;
 mod queue;
 mod records;
 mod spec;
+mod stream;
 
 use pyo3::prelude::*;
 
@@ -44,6 +45,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<parser::Column>()?;
     m.add_class::<parser::Parsed>()?;
     m.add_class::<queue::ParseQueue>()?;
+    m.add_class::<stream::CountedStream>()?;
     Ok(())
 }
 

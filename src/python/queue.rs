@@ -81,9 +81,9 @@ struct ReadJob {
 }
 
 /// A finished read, waiting for its ticket to be asked for.
-struct ReadDone {
-    chunk: Result<Option<Chunk>>,
-    seconds: f64,
+pub(super) struct ReadDone {
+    pub(super) chunk: Result<Option<Chunk>>,
+    pub(super) seconds: f64,
 }
 
 #[derive(Default)]
@@ -446,7 +446,7 @@ impl ParseQueue {
     }
 
     /// Queues one parse job per list of picks into `chunks` (see [`Self::enqueue`]).
-    fn enqueue_parses(
+    pub(super) fn enqueue_parses(
         &self,
         chunks: Vec<Py<Chunk>>,
         batches: impl IntoIterator<Item = Vec<(usize, usize)>>,
@@ -504,7 +504,7 @@ impl ParseQueue {
     }
 
     /// Waits (GIL released) for the read of `ticket`, at most `timeout` seconds.
-    fn wait_read(
+    pub(super) fn wait_read(
         &self,
         py: Python<'_>,
         ticket: u64,
@@ -816,7 +816,7 @@ impl ParseQueue {
     ///
     /// Raises:
     ///     RuntimeError: the queue is closed.
-    fn submit_read(
+    pub(super) fn submit_read(
         &self,
         reader: Py<RecordReader>,
         skip: u64,
@@ -859,7 +859,7 @@ impl ParseQueue {
 
     /// Gives up on the read of `ticket`: dropped if queued or done, and when done if running.
     /// A ticket not open is ignored (idempotent).
-    fn forget_read(&self, ticket: u64) {
+    pub(super) fn forget_read(&self, ticket: u64) {
         let mut st = self.shared.lock();
         if !st.read_open.remove(&ticket) {
             return;

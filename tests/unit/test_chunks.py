@@ -156,12 +156,15 @@ def test_a_stream_of_big_chunks_keeps_only_the_bytes_it_still_needs(tmp_path, mo
 def test_blocks_grow_for_large_records_when_the_loader_chooses_them(tmp_path, monkeypatch):
     # chunk_bytes=None: 2 MiB blocks, grown for a piece of large records until a block holds
     # 48 of them (capped at 7 MiB); small records keep 2 MiB; a size given is kept. Block sizes
-    # change only how files are read: the batches are the same.
+    # change only how files are read: the batches are the same. The Python stream's reads are
+    # watched here; the native stream applies the same rule (src/pipeline/block_size.rs, whose
+    # test pins these figures) and gives the same batches.
     import jaxrec as jr
     from jaxrec._loader import readers
+    from jaxrec._loader import stream as stream_mod
 
     sizes: list[int] = []
-    read = readers.QueueReads.read  # the Loader's reads of local files start here
+    read = readers.QueueReads.read  # the Python stream's reads of local files start here
 
     def spy(self, reader, skip, limit, block_bytes):
         sizes.append(block_bytes)
@@ -182,7 +185,10 @@ def test_blocks_grow_for_large_records_when_the_loader_chooses_them(tmp_path, mo
         out = [b["id"].tolist() + b["x"].tolist() for b in jr.Loader(str(path), spec, 16, **kw)]
         return out, list(sizes)
 
+    native, _ = batches(big)
+    monkeypatch.setattr(stream_mod, "NATIVE_STREAMS", False)
     auto, used = batches(big)
+    assert auto == native
     assert used[0] == readers.AUTO_CHUNK_BYTES
     # 48 records of the last block's mean size (~100 KB): 4.8 MB, under the cap.
     assert used[1:] and all(4_790_000 < s < 4_820_000 for s in used[1:]), used

@@ -500,15 +500,19 @@ def at_planner_step(monkeypatch, call, action):
     from jaxrec._loader import stream as stream_mod
 
     calls = []
-    real = stream_mod.EpochStream.next_handles
 
-    def next_handles(self, n):
-        calls.append(n)
-        if len(calls) == call:
-            action()
-        return real(self, n)
+    def step_of(real):
+        def take(self, n):
+            calls.append(n)
+            if len(calls) == call:
+                action()
+            return real(self, n)
 
-    monkeypatch.setattr(stream_mod.EpochStream, "next_handles", next_handles)
+        return take
+
+    # A step of either stream: the native one (counted local files) or the Python one.
+    for cls in (stream_mod.EpochStream, stream_mod.CountedStream):
+        monkeypatch.setattr(cls, "take", step_of(cls.take))
     return calls
 
 

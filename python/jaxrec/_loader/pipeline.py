@@ -2,10 +2,12 @@
 
 ::
 
-    planner          epoch streams -> groups of batches of record handles; submits a group's
+    planner          epoch streams -> groups of batches of records; submits a group's
         │            parses in one call and queues the group at once, up to a group ahead
         │            of the prefetch (_Planned); reads run ahead. It runs on the thread that
-        │            takes the batches (the consumer, or the feeder), whenever there is room
+        │            takes the batches (the consumer, or the feeder), whenever there is room.
+        │            A stream of counted local files runs natively (stream.CountedStream):
+        │            the planner then makes two native calls a group, a take and a submit
     parse queue      (without transforms) N native threads parse and pad each batch with no
         │            Python object (jaxrec._parse.RowsQueue): one call submits, one takes
         │            the finished batch
@@ -60,7 +62,7 @@ from jaxrec._loader.readers import PoolReads, QueueReads, Reads
 from jaxrec._loader.sharding import EpochPlan
 from jaxrec._loader.state import LoaderPosition
 from jaxrec._loader.stats import Stats
-from jaxrec._loader.stream import EpochStream
+from jaxrec._loader.stream import CountedStream, EpochStream
 from jaxrec._loader.transforms import TransformChain
 from jaxrec.errors import JaxrecError
 
@@ -362,7 +364,9 @@ class RunSpec:
     batch_size: int
     num_epochs: int | None
     start: LoaderPosition
-    open_segment: Callable[[LoaderPosition, Reads], tuple[EpochStream, EpochPlan | None]]
+    open_segment: Callable[
+        [LoaderPosition, Reads], tuple[EpochStream | CountedStream, EpochPlan | None]
+    ]
     parse: Callable[..., dict[str, np.ndarray]]
     parse_queue: Callable[[int], Any]
     finish: Callable[[dict[str, np.ndarray] | None, int], dict[str, Any]]
@@ -407,7 +411,7 @@ class Pipeline:
         # files behind URLs need it.)
         on_pool = PoolReads(self.pool, spec.stats)
         self.reads: Reads = (
-            QueueReads(self.parses.native, spec.stats, on_pool)
+            QueueReads(self.parses.native, spec.stats, on_pool, finishes=self.parses.finishes)
             if self.parses is not None
             else on_pool
         )
@@ -523,13 +527,13 @@ class Pipeline:
                     if plan is not None:
                         group = min(group, plan.batches - done)
                     hint = stream.hint  # where readers stood at or before these batches
-                    handles = stream.next_handles(b * group)
+                    records = stream.take(b * group)
                     if plan is None:
-                        group = -(-len(handles) // b)
+                        group = -(-records // b)
                         if group == 0:
                             break
-                    if stream.registry.records:
-                        record_bytes = stream.registry.nbytes / stream.registry.records
+                    if stream.record_bytes is not None:
+                        record_bytes = stream.record_bytes
                     if s.transforms is None:
                         # The whole group at once: its parses queued in one call. It may wait
                         # beyond the prefetch (up to a group more), so that the parse threads
@@ -540,14 +544,14 @@ class Pipeline:
                             yield limit
                         if self._stop.is_set():
                             return
-                        tickets = self.parses.submit_handles(*stream.registry.live(), handles, b)
+                        tickets = stream.submit(self.parses, b)
                     else:
-                        chunks, which, rows = stream.resolve(handles)
+                        chunks, which, rows = stream.resolve_taken()
                     if plan is None:
                         last = group - 1 if stream.exhausted else -1
                     else:
                         last = plan.batches - 1 - done if plan.batches - done <= group else -1
-                    place = Place(epoch, segments, hint, before, done, len(handles), b, last)
+                    place = Place(epoch, segments, hint, before, done, records, b, last)
                     done += group
                     if s.transforms is None:
                         # A ticket for each batch with records; those past them (a segment's
@@ -556,7 +560,7 @@ class Pipeline:
                         self.inflight.add([(None, place, j) for j in range(len(tickets), group)])
                     else:
                         for j in range(group):
-                            lo, hi = min(j * b, len(handles)), min((j + 1) * b, len(handles))
+                            lo, hi = min(j * b, records), min((j + 1) * b, records)
                             # With transforms a batch is one job on the pool, submitted only
                             # once it fits: a group's worth of transformed batches would pile up.
                             limit = self.inflight.limit(1)

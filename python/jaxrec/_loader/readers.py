@@ -24,7 +24,15 @@ from jaxrec._loader.spans import SpanTable
 from jaxrec._loader.stats import Stats
 from jaxrec.errors import FileChangedError
 
-__all__ = ["OpenReader", "PieceReader", "PoolReads", "QueueReads", "Reads"]
+__all__ = [
+    "AUTO_BLOCKS",
+    "OpenReader",
+    "PieceReader",
+    "PoolReads",
+    "QueueReads",
+    "Reads",
+    "open_span",
+]
 
 OpenReader = Callable[..., _native.RecordReader]  # opens a file at start_offset= / start_index=
 
@@ -45,6 +53,32 @@ _POLL = 0.1  # seconds between a waiting read's checks (only its thread waits)
 AUTO_CHUNK_BYTES = (2 << 20) - (64 << 10)
 _AUTO_RECORDS = 48
 _AUTO_MAX_BYTES = _native.MAX_POOLED_BLOCK - (1 << 20)
+# The rule as the native stream takes it (src/pipeline/block_size.rs applies it there).
+AUTO_BLOCKS = (AUTO_CHUNK_BYTES, _AUTO_RECORDS, _AUTO_MAX_BYTES)
+
+
+def open_span(
+    spans: SpanTable,
+    span: int,
+    first: int,
+    hint: tuple[int, int] | None,
+    open_reader: OpenReader,
+) -> tuple[_native.RecordReader, int]:
+    """Opens span ``span``'s file to read from its record ``first`` on (an index in the file).
+
+    It opens at the span's start, or at ``hint`` (``(byte offset, record index)`` of a record of
+    the file) where that lies between the span's start and ``first``. Returns the reader and
+    how many records to frame past before ``first``: those are framed, not read, as neither
+    their CRCs nor their damage are the piece's (another host may own them).
+    """
+    offset, index = int(spans.start[span]), spans.index_at_start(span)
+    if hint is not None and index <= hint[1] <= first:
+        offset, index = hint
+    path = spans.paths[int(spans.file[span])]
+    reader = open_reader(
+        path, start_offset=offset, start_index=index, end_offset=spans.end_of(span)
+    )
+    return reader, first - index
 
 
 def _read_block(
@@ -89,10 +123,15 @@ class QueueReads:
     rather than on a core: those go to ``remote``, where a wait holds no parse thread.
     """
 
-    def __init__(self, queue: _native.ParseQueue, stats: Stats, remote: PoolReads) -> None:
+    def __init__(
+        self, queue: _native.ParseQueue, stats: Stats, remote: PoolReads, *, finishes: bool
+    ) -> None:
         self.queue = queue
         self.stats = stats
         self.remote = remote
+        # The queue pads its batches (a batch form): a native stream may queue its records'
+        # batches there itself (see jaxrec._loader.stream.open_stream).
+        self.finishes = finishes
 
     def read(
         self, reader: _native.RecordReader, skip: int, limit: int, block_bytes: int
@@ -204,16 +243,8 @@ class PieceReader:
         if self.need == 0:
             self.ended = True
             return
-        offset, index = int(spans.start[span]), spans.index_at_start(span)
-        if hint is not None and index <= hint[1] <= self.first:
-            offset, index = hint
-        # The records before the piece's first are framed past, not read: neither their CRCs
-        # nor their damage are this piece's (another host may own them).
-        self._skip = self.first - index
+        self.reader, self._skip = open_span(spans, span, self.first, hint, open_reader)
         self.next_index = self.first
-        self.reader = open_reader(
-            self.path, start_offset=offset, start_index=index, end_offset=spans.end_of(span)
-        )
         self._read_ahead()
 
     def _read_ahead(self) -> None:

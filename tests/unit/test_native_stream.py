@@ -1,0 +1,217 @@
+"""The native stream (``_native.CountedStream``) against the Python one (``EpochStream``).
+
+The Loader reads a host's counted ranges of local files through the native stream, and
+everything else (shuffling, ``on_error="skip"``, uncounted spans, elastic subsets, URLs,
+transforms) through the Python one. Both must give the same batches, the same positions
+and the same stats, and a state saved from either must resume on the other.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import jaxrec as jr
+from jaxrec._loader import stream as stream_mod
+
+SPEC = {"id": jr.FixedLenFeature([], np.int64), "tok": jr.VarLenFeature(np.int64, max_len=3)}
+
+
+def write_files(root, sizes):
+    paths = []
+    for f, n in enumerate(sizes):
+        path = root / f"part-{f}-{n}.tfrecord"
+        if not path.exists():
+            with jr.TFRecordWriter(path) as w:
+                w.write_many(
+                    [
+                        jr.encode_example({"id": f * 10_000 + i, "tok": [i] * (i % 4)})
+                        for i in range(n)
+                    ]
+                )
+        paths.append(str(path))
+    return paths
+
+
+def run(monkeypatch, native, paths, stop=None, **kw):
+    """``(ids, tok, info, state)`` of each batch, and the stats; counts the native streams."""
+    made = []
+    real = stream_mod.CountedStream.__init__
+
+    def counted(self, *a, **k):
+        made.append(1)
+        real(self, *a, **k)
+
+    monkeypatch.setattr(stream_mod, "NATIVE_STREAMS", native)
+    monkeypatch.setattr(stream_mod.CountedStream, "__init__", counted)
+    loader = jr.Loader(paths, SPEC, **kw)
+    out = []
+    for batch in loader:
+        mask = np.asarray(batch["mask"])
+        out.append(
+            (
+                np.asarray(batch["id"])[mask].tolist(),
+                np.asarray(batch["tok"]).tolist(),
+                loader.last_info,
+                loader.state(),
+            )
+        )
+        if stop is not None and len(out) == stop:
+            break
+    stats = {k: v for k, v in loader.stats().items() if not k.endswith("seconds")}
+    return out, stats, len(made)
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("native_stream")
+
+
+@given(
+    sizes=st.lists(st.integers(0, 120), min_size=1, max_size=5).filter(any),
+    batch_size=st.integers(1, 40),
+    cycle_length=st.integers(1, 4),
+    block_length=st.integers(1, 20),
+    span_bytes=st.sampled_from([1 << 30, 600]),
+    hosts=st.integers(1, 3),
+    host=st.integers(0, 2),
+    drop_remainder=st.booleans(),
+    chunk_bytes=st.sampled_from([None, 256, 4096]),
+    resume_at=st.integers(0, 60),
+)
+def test_the_native_stream_gives_what_the_python_stream_gives(
+    data_dir,
+    sizes,
+    batch_size,
+    cycle_length,
+    block_length,
+    span_bytes,
+    hosts,
+    host,
+    drop_remainder,
+    chunk_bytes,
+    resume_at,
+):
+    paths = write_files(data_dir, sizes)
+    kw = {
+        "batch_size": batch_size,
+        "num_epochs": 2,
+        "cycle_length": cycle_length,
+        "block_length": block_length,
+        "span_bytes": span_bytes,
+        "process_count": hosts,
+        "process_index": host % hosts,
+        "drop_remainder": drop_remainder,
+        "chunk_bytes": chunk_bytes,
+    }
+    with pytest.MonkeyPatch.context() as mp:
+        try:
+            python, python_stats, made = run(mp, False, paths, **kw)
+        except jr.ShardingError:  # e.g. drop_remainder leaves a host no full batch
+            with pytest.raises(jr.ShardingError):
+                run(mp, True, paths, **kw)
+            return
+        assert made == 0
+        native, native_stats, made = run(mp, True, paths, **kw)
+        assert made > 0
+        assert native == python
+        assert native_stats == python_stats
+        if not native:
+            return
+        # A state saved from the native stream resumes on the Python one, and back (the same
+        # batches; a resumed run's own states differ in their hints, which start at the state's).
+        at = resume_at % len(native)
+        want = [b[:3] for b in native[at + 1 :]]
+        rest, _, _ = run(mp, False, paths, state=native[at][3], **kw)
+        assert [b[:3] for b in rest] == want
+        rest, _, _ = run(mp, True, paths, state=python[at][3], **kw)
+        assert [b[:3] for b in rest] == want
+
+
+def test_a_resume_reads_on_from_the_native_stream_s_hint(tmp_path, monkeypatch):
+    # A position carries where the readers stood (the hint): a resumed native stream opens its
+    # pieces there, not at their spans' starts, and frames past only what came after.
+    paths = write_files(tmp_path, [3000, 3000])
+    kw = {"batch_size": 50, "cycle_length": 2, "block_length": 16}
+    full, _, _ = run(monkeypatch, True, paths, **kw)
+    state = full[70][3]
+    assert state["hint"]["files"]  # readers were open
+    opened = []
+    real = stream_mod.open_span
+
+    def open_span(spans, span, first, hint, open_reader):
+        opened.append((first, hint))
+        return real(spans, span, first, hint, open_reader)
+
+    monkeypatch.setattr(stream_mod, "open_span", open_span)
+    rest, _, made = run(monkeypatch, True, paths, state=state, **kw)
+    assert made == 1 and [b[:3] for b in rest] == [b[:3] for b in full[71:]]
+    assert opened and all(hint is not None and hint[1] > 0 for _, hint in opened[:2])
+
+
+def test_a_file_that_shrank_is_named_by_the_native_stream(tmp_path, monkeypatch):
+    paths = write_files(tmp_path, [100, 100])
+    monkeypatch.setattr(stream_mod, "NATIVE_STREAMS", True)
+    loader = jr.Loader(paths, SPEC, 8, cycle_length=2)
+    offset = int(next(jr.read_chunks(paths[1])).file_offsets[70])
+    with open(paths[1], "r+b") as f:
+        f.truncate(offset)
+    with pytest.raises(jr.FileChangedError, match="30 records short of records 0..99") as info:
+        list(loader)
+    assert info.value.path == paths[1] and info.value.record_index == 70
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {"shuffle": True, "seed": 3},
+        {"on_error": "skip"},
+        {"transform": lambda b: b},
+    ],
+    ids=["shuffled", "skipping", "transforms"],
+)
+def test_what_the_native_stream_does_not_do_stays_in_python(tmp_path, monkeypatch, kw):
+    paths = write_files(tmp_path, [50, 70])
+    native, _, made = run(monkeypatch, True, paths, batch_size=16, **kw)
+    assert made == 0 and sum(len(b[0]) for b in native) == 120
+
+
+def native_stream(open_piece, lengths=(5,), state=(0, [], 0, 0)):
+    from jaxrec import _native
+
+    queue = _native.ParseQueue(jr.ExampleParser(SPEC)._native, 1)
+    return queue, _native.CountedStream(
+        list(lengths), 2, 4, state, 0, open_piece, queue, None, (1 << 20, 48, 7 << 20)
+    )
+
+
+def test_a_cycle_through_the_native_stream_is_collected():
+    # The stream holds its piece opener, which may hold the stream (through the Loader's
+    # objects): the garbage collector must see through the native half to free them.
+    import gc
+    import weakref
+
+    class Opener:
+        def __call__(self, piece):
+            raise AssertionError("not opened")
+
+    opener = Opener()
+    queue, opener.stream = native_stream(opener)
+    gone = weakref.ref(opener)
+    del opener
+    gc.collect()
+    assert gone() is None
+    queue.close()
+
+
+def test_the_native_stream_refuses_a_state_that_does_not_fit_its_pieces():
+    with pytest.raises(ValueError, match="does not fit"):
+        native_stream(print, lengths=(5,), state=(2, [], 0, 0))
+    with pytest.raises(ValueError, match="does not fit"):
+        native_stream(print, lengths=(5, 5), state=(2, [(1, 6)], 0, 0))
+    queue, stream = native_stream(print)
+    with pytest.raises(ValueError, match="batch_size"):
+        stream.submit(0)
+    queue.close()
