@@ -2,17 +2,18 @@
 //! with no Python step per block, per piece or per batch.
 //!
 //! The native twin of `jaxrec/_loader/stream.py`'s `EpochStream` for the Loader's common case:
-//! pieces that are counted ranges of local files, no shuffle window, reads on the parse queue,
-//! bad records raised. It takes the same records in the same order (the interleave of
-//! [`crate::pipeline::interleave`]), reads the same blocks (each open piece one block ahead on
-//! the queue's threads) and says where its readers stood the same way (the hint), so a state
-//! saved from either resumes on either.
+//! pieces that are counted ranges of local files, reads on the parse queue, bad records raised,
+//! shuffled by windows or not. It takes the same records in the same order (the interleave of
+//! [`crate::pipeline::interleave`], each window in the permutation Python draws for it), reads
+//! the same blocks (each open piece one block ahead on the queue's threads) and says where its
+//! readers stood the same way (the hint), so a state saved from either resumes on either.
 //!
 //! ```text
 //! take(n)        the next n records (fewer at the segment's end): reads waited for with the
-//!                GIL released; the records are held as (chunk, row) picks, never handles
-//! submit(queue)  the held records as parse jobs of batch_size rows, in one queue call
-//! hint()         where the interleave and the open pieces' readers stood before the last take
+//!                GIL released; records travel as handles (chunk id << 32 | row)
+//! submit(n)      the held records as parse jobs of n rows, in one queue call
+//! hint()         where the interleave and the open pieces' readers stood (before the last
+//!                take; shuffled: before the last window read)
 //! ```
 //!
 //! In Python, the stream's bookkeeping (a few calls a block per piece, a reader position a
@@ -22,6 +23,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::ops::Range;
 
+use numpy::PyReadonlyArray1;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -36,20 +38,87 @@ use crate::pipeline::interleave::{Interleave, Step};
 /// Seconds between a waiting read's checks for signals (Ctrl-C).
 const POLL_SECONDS: f64 = 0.1;
 
-/// Wanted rows of one chunk that a piece has not handed out yet.
+/// Bits of a handle that hold the row (`jaxrec/_loader/chunks.py`).
+const ROW_BITS: u32 = 32;
+
+/// Wanted rows of chunk `id` that a piece has not handed out yet.
 struct Entry {
-    chunk: Py<Chunk>,
+    id: u64,
     rows: Range<usize>,
-    /// `(group, place)`: the chunk's place in the list of that group's chunks, once added.
-    in_group: Option<(u64, usize)>,
 }
 
-/// The records taken since the last submit: row `picks[i].1` of `chunks[picks[i].0]`.
+/// The chunks that records point into, by id (handed out in order), each with how many
+/// references it has: one from its piece while it holds rows of it, one a record taken and
+/// not yet submitted. A chunk is dropped when the last goes; ids stay dense from the oldest
+/// live chunk, so a lookup is an index.
 #[derive(Default)]
-struct Group {
-    number: u64,
-    chunks: Vec<Py<Chunk>>,
-    picks: Vec<(usize, usize)>,
+struct Chunks {
+    /// The id of `slots[0]`.
+    base: u64,
+    slots: VecDeque<Option<(Py<Chunk>, u64)>>,
+}
+
+impl Chunks {
+    /// Adds a chunk its piece refers to; returns its id.
+    fn add(&mut self, chunk: Py<Chunk>) -> u64 {
+        self.slots.push_back(Some((chunk, 1)));
+        self.base + self.slots.len() as u64 - 1
+    }
+
+    fn index(&self, id: u64) -> Option<usize> {
+        let i = usize::try_from(id.checked_sub(self.base)?).ok()?;
+        (i < self.slots.len()).then_some(i)
+    }
+
+    fn get(&self, id: u64) -> PyResult<&Py<Chunk>> {
+        self.index(id)
+            .and_then(|i| self.slots[i].as_ref())
+            .map(|(c, _)| c)
+            .ok_or_else(|| lost(id))
+    }
+
+    /// `k` more references to chunk `id`.
+    fn retain(&mut self, id: u64, k: u64) -> PyResult<()> {
+        let i = self.index(id).ok_or_else(|| lost(id))?;
+        let (_, refs) = self.slots[i].as_mut().ok_or_else(|| lost(id))?;
+        *refs += k;
+        Ok(())
+    }
+
+    /// `k` references to chunk `id` fewer: dropped at none.
+    fn release(&mut self, id: u64, k: u64) -> PyResult<()> {
+        let i = self.index(id).ok_or_else(|| lost(id))?;
+        let (_, refs) = self.slots[i].as_mut().ok_or_else(|| lost(id))?;
+        *refs = refs.checked_sub(k).ok_or_else(|| lost(id))?;
+        if *refs == 0 {
+            self.slots[i] = None;
+            while matches!(self.slots.front(), Some(None)) {
+                self.slots.pop_front();
+                self.base += 1;
+            }
+        }
+        Ok(())
+    }
+
+    /// Releases the references of records `handles`, a run of one chunk at a time.
+    fn release_all(&mut self, handles: &[u64]) -> PyResult<()> {
+        for run in handles.chunk_by(|a, b| a >> ROW_BITS == b >> ROW_BITS) {
+            self.release(run[0] >> ROW_BITS, run.len() as u64)?;
+        }
+        Ok(())
+    }
+
+    fn clear(&mut self) {
+        self.base += self.slots.len() as u64;
+        self.slots.clear();
+    }
+}
+
+/// A reference count gone wrong: a bug, said as one (never a panic).
+fn lost(id: u64) -> PyErr {
+    pyo3::exceptions::PyRuntimeError::new_err(format!(
+        "chunk {id} is not held (this is a bug in jaxrec; please report it)"
+    ))
 }
 
 /// Counters for the Loader's stats, handed over by [`CountedStream::counters`].
@@ -104,7 +173,13 @@ impl Piece {
     }
 
     /// Waits for the block read ahead and queues its wanted rows; false when there is none.
-    fn fill(&mut self, py: Python<'_>, queue: &ParseQueue, n: &mut Counters) -> PyResult<bool> {
+    fn fill(
+        &mut self,
+        py: Python<'_>,
+        queue: &ParseQueue,
+        chunks: &mut Chunks,
+        n: &mut Counters,
+    ) -> PyResult<bool> {
         let Some(ticket) = self.ahead else {
             return Ok(false);
         };
@@ -132,17 +207,14 @@ impl Piece {
         n.records += (hi - lo) as u64;
         n.bytes += nbytes as u64;
         if hi > lo {
-            self.queue.push_back(Entry {
-                chunk: Py::new(py, chunk)?,
-                rows: lo..hi,
-                in_group: None,
-            });
+            let id = chunks.add(Py::new(py, chunk)?);
+            self.queue.push_back(Entry { id, rows: lo..hi });
         }
         self.read_ahead(py, queue)?;
         Ok(true)
     }
 
-    /// The next `count` records into `out`, as picks into `group`'s chunks.
+    /// The next `count` records' handles into `out`.
     ///
     /// Raises FileChangedError when the file ends first.
     fn take(
@@ -150,34 +222,28 @@ impl Piece {
         py: Python<'_>,
         count: u64,
         queue: &ParseQueue,
-        group: &mut Group,
-        out: &mut Vec<(usize, usize)>,
+        chunks: &mut Chunks,
+        out: &mut Vec<u64>,
         n: &mut Counters,
     ) -> PyResult<()> {
         let mut need = count;
         while need > 0 {
             let Some(e) = self.queue.front_mut() else {
-                if !self.fill(py, queue, n)? {
+                if !self.fill(py, queue, chunks, n)? {
                     return Err(self.short());
                 }
                 continue;
             };
-            let place = match e.in_group {
-                Some((g, place)) if g == group.number => place,
-                _ => {
-                    group.chunks.push(e.chunk.clone_ref(py));
-                    let place = group.chunks.len() - 1;
-                    e.in_group = Some((group.number, place));
-                    place
-                }
-            };
             let got = need.min(e.rows.len() as u64);
+            let base = e.id << ROW_BITS;
             let rows = e.rows.start..e.rows.start + got as usize;
-            out.extend(rows.map(|r| (place, r)));
+            out.extend(rows.map(|r| base | r as u64));
             e.rows.start += got as usize;
+            chunks.retain(e.id, got)?;
             need -= got;
             self.found += got;
             if e.rows.is_empty() {
+                chunks.release(e.id, 1)?;
                 self.queue.pop_front();
             }
         }
@@ -199,19 +265,25 @@ impl Piece {
     }
 
     /// `(byte offset, record index)` of the next record to hand out, if read.
-    fn position(&self, py: Python<'_>) -> Option<(u64, u64)> {
+    fn position(&self, chunks: &Chunks) -> Option<(u64, u64)> {
         let e = self.queue.front()?;
-        let c = &e.chunk.bind(py).get().inner;
-        Some((c.file_offsets[e.rows.start], c.indices[e.rows.start]))
+        let c = &chunks.get(e.id).ok()?.get().inner;
+        Some((
+            *c.file_offsets.get(e.rows.start)?,
+            *c.indices.get(e.rows.start)?,
+        ))
     }
 
-    /// Stops reading: the read ahead is dropped when done.
-    fn close(&mut self, queue: &ParseQueue) {
+    /// Stops reading: the read ahead is dropped when done, the chunks queued released.
+    fn close(&mut self, queue: &ParseQueue, chunks: &mut Chunks) -> PyResult<()> {
         if let Some(ticket) = self.ahead.take() {
             queue.forget_read(ticket);
         }
         self.reader = None;
-        self.queue.clear();
+        for e in self.queue.drain(..) {
+            chunks.release(e.id, 1)?;
+        }
+        Ok(())
     }
 }
 
@@ -222,24 +294,37 @@ type Hint = (u64, Interleave, Vec<(usize, (u64, u64))>);
 ///
 /// `open_piece(i)` opens piece `i` where its next record is: `(reader, path, first, last,
 /// need, skip)`, with `reader` a `RecordReader` (None when the piece needs no record).
+/// With `window` records a shuffle window, `window_order(w, size)` is the order window `w`
+/// emits its records in (an int64 permutation of `size`).
 #[pyclass(module = "jaxrec._native")]
 pub(super) struct CountedStream {
     lengths: Vec<u64>,
     cycle_length: usize,
     block_length: u64,
     state: Interleave,
+    /// Records the interleave has given.
     position: u64,
     total: u64,
     finished: bool,
+    /// Records per shuffle window (0: none), and the next window to read.
+    window: u64,
+    next_window: u64,
     /// None once cleared by the garbage collector (`__clear__`).
     open_piece: Option<Py<PyAny>>,
+    window_order: Option<Py<PyAny>>,
     queue: Py<ParseQueue>,
     block_bytes: Option<usize>,
     auto: AutoBlocks,
     pieces: HashMap<usize, Piece>,
-    group: Group,
-    /// Per piece of a step of whole rounds, its picks (kept: no fresh memory a group).
-    per_piece: Vec<Vec<(usize, usize)>>,
+    chunks: Chunks,
+    /// A shuffled stream's records read and permuted, not yet taken.
+    pending: VecDeque<u64>,
+    /// The records taken since the last submit.
+    held: Vec<u64>,
+    /// Per piece of a step of whole rounds, its handles; a window's records before their
+    /// permutation (both kept: no fresh memory a group).
+    per_piece: Vec<Vec<u64>>,
+    read: Vec<u64>,
     counters: Counters,
     /// Records and bytes read in all, for the mean record size.
     read_records: u64,
@@ -294,7 +379,7 @@ impl CountedStream {
         py: Python<'_>,
         piece: usize,
         count: u64,
-        out: &mut Vec<(usize, usize)>,
+        out: &mut Vec<u64>,
     ) -> PyResult<()> {
         let p = self
             .pieces
@@ -304,14 +389,14 @@ impl CountedStream {
             py,
             count,
             self.queue.get(),
-            &mut self.group,
+            &mut self.chunks,
             out,
             &mut self.counters,
         )
     }
 
-    /// The next up to `records` records in interleave order, into the group.
-    fn interleave(&mut self, py: Python<'_>, records: u64) -> PyResult<()> {
+    /// The next up to `records` records in interleave order, into `out`.
+    fn interleave(&mut self, py: Python<'_>, records: u64, out: &mut Vec<u64>) -> PyResult<()> {
         let mut left = records;
         let k = self.block_length;
         while left > 0 {
@@ -327,32 +412,36 @@ impl CountedStream {
                     let each = rounds * k;
                     let mut per = std::mem::take(&mut self.per_piece);
                     per.resize_with(pieces.len(), Vec::new);
-                    for (&p, out) in pieces.iter().zip(per.iter_mut()) {
-                        out.clear();
-                        self.take_from(py, p, each, out)?;
+                    let mut got = Ok(());
+                    for (&p, handles) in pieces.iter().zip(per.iter_mut()) {
+                        handles.clear();
+                        got = self.take_from(py, p, each, handles);
+                        if got.is_err() {
+                            break;
+                        }
                     }
-                    let k = k as usize;
-                    for r in 0..rounds as usize {
-                        for out in &per[..pieces.len()] {
-                            self.group.picks.extend_from_slice(&out[r * k..(r + 1) * k]);
+                    if got.is_ok() {
+                        let k = k as usize;
+                        for r in 0..rounds as usize {
+                            for handles in &per[..pieces.len()] {
+                                out.extend_from_slice(&handles[r * k..(r + 1) * k]);
+                            }
                         }
                     }
                     self.per_piece = per;
+                    got?;
                     let got = each * pieces.len() as u64;
                     left -= got;
                     self.position += got;
                 }
                 Step::Run { piece, count, .. } => {
                     self.open(py, piece)?;
-                    let mut picks = std::mem::take(&mut self.group.picks);
-                    let got = self.take_from(py, piece, count, &mut picks);
-                    self.group.picks = picks;
-                    got?;
+                    self.take_from(py, piece, count, out)?;
                     left -= count;
                     self.position += count;
                 }
             }
-            self.close_finished();
+            self.close_finished()?;
         }
         if self.state.done(self.lengths.len()) {
             self.finished = true;
@@ -360,25 +449,72 @@ impl CountedStream {
         Ok(())
     }
 
-    /// Closes the pieces that left the interleave's slots.
-    fn close_finished(&mut self) {
-        let slots = &self.state.slots;
-        let queue = self.queue.get();
-        self.pieces.retain(|piece, p| {
-            let open = slots.iter().any(|s| s.0 == *piece);
-            if !open {
-                p.close(queue);
+    /// Reads the next shuffle window and appends its records to `pending` in its order.
+    fn read_window(&mut self, py: Python<'_>) -> PyResult<()> {
+        let w = self.window;
+        let size = w.min(self.total.saturating_sub(self.next_window * w));
+        self.hint = Some(self.take_hint());
+        let mut read = std::mem::take(&mut self.read);
+        read.clear();
+        let got = self.interleave(py, size, &mut read);
+        let ordered = got.and_then(|()| {
+            let order = self
+                .window_order
+                .as_ref()
+                .ok_or_else(|| PyValueError::new_err("the stream was cleared"))?
+                .call1(py, (self.next_window, read.len()))?;
+            let order: PyReadonlyArray1<'_, i64> = order.extract(py)?;
+            let order = order.as_slice()?;
+            if order.len() != read.len() {
+                return Err(PyValueError::new_err("window_order gave a wrong length"));
             }
-            open
+            let start = self.pending.len();
+            for &i in order {
+                match usize::try_from(i).ok().and_then(|i| read.get(i)) {
+                    Some(&h) => self.pending.push_back(h),
+                    None => {
+                        let wrong: Vec<u64> = self.pending.drain(start..).collect();
+                        self.chunks.release_all(&wrong)?;
+                        return Err(PyValueError::new_err("window_order gave no permutation"));
+                    }
+                }
+            }
+            Ok(())
         });
+        if ordered.is_err() {
+            self.chunks.release_all(&read)?; // (those read and not kept)
+        }
+        self.read = read;
+        ordered?;
+        self.next_window += 1;
+        Ok(())
     }
 
-    fn take_hint(&self, py: Python<'_>) -> Hint {
+    /// Closes the pieces that left the interleave's slots.
+    fn close_finished(&mut self) -> PyResult<()> {
+        let slots = &self.state.slots;
+        let done: Vec<usize> = self
+            .pieces
+            .keys()
+            .copied()
+            .filter(|piece| !slots.iter().any(|s| s.0 == *piece))
+            .collect();
+        for piece in done {
+            if let Some(mut p) = self.pieces.remove(&piece) {
+                p.close(self.queue.get(), &mut self.chunks)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn take_hint(&self) -> Hint {
         let files = self
             .state
             .slots
             .iter()
-            .filter_map(|&(piece, _)| Some((piece, self.pieces.get(&piece)?.position(py)?)))
+            .filter_map(|&(piece, _)| {
+                Some((piece, self.pieces.get(&piece)?.position(&self.chunks)?))
+            })
             .collect();
         (self.position, self.state.clone(), files)
     }
@@ -388,8 +524,13 @@ impl CountedStream {
 impl CountedStream {
     /// The stream at interleave position `position` (state `(next_piece, slots, at,
     /// in_block)`) over pieces of `lengths` records. `block_bytes` None: chosen per piece,
-    /// from `auto_blocks` `(min bytes, records, max bytes)`.
+    /// from `auto_blocks` `(min bytes, records, max bytes)`. `window` > 0: shuffled in
+    /// windows of that many records, `window_order` giving each window's order.
     #[new]
+    #[pyo3(signature = (
+        lengths, cycle_length, block_length, state, position, open_piece, queue, block_bytes,
+        auto_blocks, window=0, window_order=None,
+    ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         lengths: Vec<u64>,
@@ -401,11 +542,16 @@ impl CountedStream {
         queue: Py<ParseQueue>,
         block_bytes: Option<usize>,
         auto_blocks: (usize, usize, usize),
+        window: u64,
+        window_order: Option<Py<PyAny>>,
     ) -> PyResult<Self> {
         if cycle_length == 0 || block_length == 0 {
             return Err(PyValueError::new_err(
                 "cycle_length and block_length must be at least 1",
             ));
+        }
+        if window > 0 && window_order.is_none() {
+            return Err(PyValueError::new_err("a shuffle window needs window_order"));
         }
         let (next_piece, slots, at, in_block) = state;
         if next_piece > lengths.len()
@@ -432,13 +578,19 @@ impl CountedStream {
             },
             position,
             finished: false,
+            window,
+            next_window: 0,
             open_piece: Some(open_piece),
+            window_order,
             queue,
             block_bytes,
             auto: AutoBlocks { min, records, max },
             pieces: HashMap::new(),
-            group: Group::default(),
+            chunks: Chunks::default(),
+            pending: VecDeque::new(),
+            held: Vec::new(),
             per_piece: Vec::new(),
+            read: Vec::new(),
             counters: Counters::default(),
             read_records: 0,
             read_bytes: 0,
@@ -446,43 +598,75 @@ impl CountedStream {
         })
     }
 
-    /// Takes the next up to `n` records (fewer at the segment's end) into the held group, first
-    /// noting where the readers stood (:meth:`hint`); returns how many it took.
+    /// Takes the next up to `n` records (fewer at the segment's end) into the held ones;
+    /// returns how many it took. Unshuffled, it first notes where the readers stand
+    /// (:meth:`hint`); shuffled, each window read does.
     ///
     /// Raises:
     ///     jaxrec.errors.FileChangedError: a file ends before its counted records.
     ///     jaxrec.errors.JaxrecError: a read failed.
     fn take(&mut self, py: Python<'_>, n: u64) -> PyResult<u64> {
-        if !self.finished && n > 0 {
-            self.hint = Some(self.take_hint(py));
+        let before = self.held.len();
+        if self.window > 0 {
+            while (self.pending.len() as u64) < n && !self.finished {
+                if self.position >= self.total {
+                    self.finished = true;
+                    break;
+                }
+                self.read_window(py)?;
+            }
+            let k = (n as usize).min(self.pending.len());
+            self.held.extend(self.pending.drain(..k));
+            return Ok(k as u64);
         }
-        let before = self.group.picks.len();
-        while !self.finished && ((self.group.picks.len() - before) as u64) < n {
+        if !self.finished && n > 0 {
+            self.hint = Some(self.take_hint());
+        }
+        let mut held = std::mem::take(&mut self.held);
+        let mut got = Ok(());
+        while got.is_ok() && !self.finished && ((held.len() - before) as u64) < n {
             if self.position >= self.total {
                 self.finished = true;
                 break;
             }
             let at = self.position;
-            self.interleave(py, n - (self.group.picks.len() - before) as u64)?;
+            got = self.interleave(py, n - (held.len() - before) as u64, &mut held);
             if self.position == at {
                 break; // (the interleave ended: finished is set)
             }
         }
-        Ok((self.group.picks.len() - before) as u64)
+        self.held = held;
+        got?;
+        Ok((self.held.len() - before) as u64)
     }
 
-    /// Takes the next `n` records and drops them (a resume reads past them).
+    /// Takes the next `n` records in interleave order and drops them (a resume reads past
+    /// them to its position).
     fn skip(&mut self, py: Python<'_>, n: u64) -> PyResult<()> {
-        self.interleave(py, n)?;
-        self.group.chunks.clear();
-        self.group.picks.clear();
-        self.group.number += 1;
+        let mut read = std::mem::take(&mut self.read);
+        read.clear();
+        let got = self.interleave(py, n, &mut read);
+        let released = self.chunks.release_all(&read);
+        self.read = read;
+        got.and(released)
+    }
+
+    /// Starts a shuffled stream at window `window`, `drop` records into it (read, permuted and
+    /// the first `drop` dropped).
+    fn start_window(&mut self, py: Python<'_>, window: u64, drop: u64) -> PyResult<()> {
+        self.next_window = window;
+        if drop > 0 {
+            self.read_window(py)?;
+            let k = (drop as usize).min(self.pending.len());
+            let dropped: Vec<u64> = self.pending.drain(..k).collect();
+            self.chunks.release_all(&dropped)?;
+        }
         Ok(())
     }
 
     /// Notes where the readers stand now, for :meth:`hint`.
-    fn mark_hint(&mut self, py: Python<'_>) {
-        self.hint = Some(self.take_hint(py));
+    fn mark_hint(&mut self) {
+        self.hint = Some(self.take_hint());
     }
 
     /// Queues the held records as consecutive batches of `batch_size` rows (the last may be
@@ -491,36 +675,60 @@ impl CountedStream {
     /// Raises:
     ///     ValueError: `batch_size` is 0.
     ///     RuntimeError: the queue is closed.
-    fn submit(&mut self, batch_size: usize) -> PyResult<(u64, u64)> {
+    fn submit(&mut self, py: Python<'_>, batch_size: usize) -> PyResult<(u64, u64)> {
         if batch_size == 0 {
             return Err(PyValueError::new_err("batch_size must be at least 1"));
         }
-        let chunks = std::mem::take(&mut self.group.chunks);
-        let parts: Vec<Vec<(usize, usize)>> = self
-            .group
-            .picks
-            .chunks(batch_size)
-            .map(<[_]>::to_vec)
-            .collect();
-        self.group.picks.clear();
-        self.group.number += 1;
-        self.queue.get().enqueue_parses(chunks, parts)
+        // Each chunk the batches use goes once into their list: its place there by its
+        // index in the table (usize::MAX: not yet), looked up once a run of one chunk.
+        let span = self.chunks.slots.len();
+        let mut place = vec![usize::MAX; span];
+        let mut used: Vec<Py<Chunk>> = Vec::new();
+        let mut parts = Vec::with_capacity(self.held.len().div_ceil(batch_size));
+        for part in self.held.chunks(batch_size) {
+            let mut picks = Vec::with_capacity(part.len());
+            for run in part.chunk_by(|a, b| a >> ROW_BITS == b >> ROW_BITS) {
+                let id = run[0] >> ROW_BITS;
+                let i = self.chunks.index(id).ok_or_else(|| lost(id))?;
+                if place[i] == usize::MAX {
+                    place[i] = used.len();
+                    used.push(self.chunks.get(id)?.clone_ref(py));
+                }
+                let at = place[i];
+                picks.extend(run.iter().map(|&h| (at, (h & 0xFFFF_FFFF) as usize)));
+            }
+            parts.push(picks);
+        }
+        let queued = self.queue.get().enqueue_parses(used, parts)?;
+        let held = std::mem::take(&mut self.held);
+        let released = self.chunks.release_all(&held);
+        self.held = held;
+        self.held.clear();
+        released?;
+        Ok(queued)
     }
 
     /// Records held for :meth:`submit`.
     #[getter]
     fn held(&self) -> usize {
-        self.group.picks.len()
+        self.held.len()
     }
 
-    /// True once every record of the segment was taken.
+    /// True once every record of the segment was read (a shuffled one may still have some
+    /// pending).
     #[getter]
     fn finished(&self) -> bool {
         self.finished
     }
 
+    /// Records read and permuted, not yet taken (shuffled).
+    #[getter]
+    fn pending(&self) -> usize {
+        self.pending.len()
+    }
+
     /// `(position, (next_piece, slots, at, in_block), {piece: (byte offset, record index)})`
-    /// as noted before the last take (or by :meth:`mark_hint`); None before any.
+    /// as noted last (see :meth:`take`); None before any.
     fn hint<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
         let Some((position, s, files)) = &self.hint else {
             return Ok(None);
@@ -549,10 +757,10 @@ impl CountedStream {
         (records > 0).then(|| bytes as f64 / records as f64)
     }
 
-    /// The Python objects the stream holds, for the garbage collector: its `open_piece` may
+    /// The Python objects the stream holds, for the garbage collector: its callbacks may
     /// hold what holds the stream.
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
-        if let Some(f) = &self.open_piece {
+        for f in [&self.open_piece, &self.window_order].into_iter().flatten() {
             visit.call(f)?;
         }
         visit.call(&self.queue)?;
@@ -560,11 +768,8 @@ impl CountedStream {
             if let Some(r) = &p.reader {
                 visit.call(r)?;
             }
-            for e in &p.queue {
-                visit.call(&e.chunk)?;
-            }
         }
-        for c in &self.group.chunks {
+        for (c, _) in self.chunks.slots.iter().flatten() {
             visit.call(c)?;
         }
         Ok(())
@@ -573,16 +778,21 @@ impl CountedStream {
     fn __clear__(&mut self) {
         self.close();
         self.open_piece = None;
+        self.window_order = None;
     }
 
-    /// Stops every read and drops every held record (idempotent).
+    /// Stops every read and drops every record held or pending (idempotent).
     fn close(&mut self) {
         let queue = self.queue.get();
         for p in self.pieces.values_mut() {
-            p.close(queue);
+            if let Some(ticket) = p.ahead.take() {
+                queue.forget_read(ticket);
+            }
+            p.reader = None;
         }
         self.pieces.clear();
-        self.group.chunks.clear();
-        self.group.picks.clear();
+        self.held.clear();
+        self.pending.clear();
+        self.chunks.clear();
     }
 }

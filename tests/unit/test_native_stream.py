@@ -1,7 +1,7 @@
 """The native stream (``_native.CountedStream``) against the Python one (``EpochStream``).
 
-The Loader reads a host's counted ranges of local files through the native stream, and
-everything else (shuffling, ``on_error="skip"``, uncounted spans, elastic subsets, URLs,
+The Loader reads a host's counted ranges of local files through the native stream, shuffled
+or not, and everything else (``on_error="skip"``, uncounted spans, elastic subsets, URLs,
 transforms) through the Python one. Both must give the same batches, the same positions
 and the same stats, and a state saved from either must resume on the other.
 """
@@ -79,6 +79,7 @@ def data_dir(tmp_path_factory):
     host=st.integers(0, 2),
     drop_remainder=st.booleans(),
     chunk_bytes=st.sampled_from([None, 256, 4096]),
+    shuffle_buffer=st.sampled_from([0, 1, 7, 64, 10_000]),
     resume_at=st.integers(0, 60),
 )
 def test_the_native_stream_gives_what_the_python_stream_gives(
@@ -92,6 +93,7 @@ def test_the_native_stream_gives_what_the_python_stream_gives(
     host,
     drop_remainder,
     chunk_bytes,
+    shuffle_buffer,
     resume_at,
 ):
     paths = write_files(data_dir, sizes)
@@ -105,6 +107,9 @@ def test_the_native_stream_gives_what_the_python_stream_gives(
         "process_index": host % hosts,
         "drop_remainder": drop_remainder,
         "chunk_bytes": chunk_bytes,
+        "shuffle": shuffle_buffer > 0,
+        "seed": 5,
+        "shuffle_buffer": max(1, shuffle_buffer),
     }
     with pytest.MonkeyPatch.context() as mp:
         try:
@@ -166,11 +171,10 @@ def test_a_file_that_shrank_is_named_by_the_native_stream(tmp_path, monkeypatch)
 @pytest.mark.parametrize(
     "kw",
     [
-        {"shuffle": True, "seed": 3},
         {"on_error": "skip"},
         {"transform": lambda b: b},
     ],
-    ids=["shuffled", "skipping", "transforms"],
+    ids=["skipping", "transforms"],
 )
 def test_what_the_native_stream_does_not_do_stays_in_python(tmp_path, monkeypatch, kw):
     paths = write_files(tmp_path, [50, 70])
