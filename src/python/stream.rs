@@ -721,6 +721,13 @@ impl CountedStream {
         self.finished
     }
 
+    /// Chunks held now: read and not yet wholly taken and submitted (memory stays within
+    /// about a window's or a group's worth).
+    #[getter]
+    fn chunks_held(&self) -> usize {
+        self.chunks.slots.iter().flatten().count()
+    }
+
     /// Records read and permuted, not yet taken (shuffled).
     #[getter]
     fn pending(&self) -> usize {
