@@ -37,7 +37,7 @@ __all__ = [
     "Column",
     "ParsedBatch",
     "ParseQueue",
-    "CountedStream",
+    "NativeStream",
     "BatchMemory",
     "BatchParts",
 ]
@@ -201,8 +201,8 @@ class ParseQueue:
     def close(self, wait: bool = True) -> None: ...
 
 @final
-class CountedStream:
-    """A host's records of a segment: counted ranges of local files, read and queued natively."""
+class NativeStream:
+    """A host's records of a segment: ranges of local files, read and queued natively."""
 
     def __new__(
         cls,
@@ -211,13 +211,15 @@ class CountedStream:
         block_length: int,
         state: tuple[int, list[tuple[int, int]], int, int],
         position: int,
-        open_piece: Callable[[int], tuple[RecordReader | None, str, int, int, int, int]],
+        open_piece: Callable[
+            [int], tuple[RecordReader | None, str, int, int | None, int | None, int]
+        ],
         queue: ParseQueue,
         block_bytes: int | None,
         auto_blocks: tuple[int, int, int],
         window: int = 0,
         window_order: Callable[[int, int], npt.NDArray[np.int64]] | None = None,
-    ) -> CountedStream: ...
+    ) -> NativeStream: ...
     def take(self, n: int) -> int: ...
     def skip(self, n: int) -> None: ...
     def start_window(self, window: int, drop: int) -> None: ...

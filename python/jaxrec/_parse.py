@@ -490,10 +490,10 @@ class RowsQueue:
         """Whether the parse threads finish the batches (the form of the batcher given)."""
         return self._form is not None
 
-    def submit_held(self, stream: _native.CountedStream, batch_size: int) -> list[tuple]:
+    def submit_held(self, stream: _native.NativeStream, batch_size: int) -> list[tuple]:
         """Queues the records a native stream holds as batches of ``batch_size`` rows.
 
-        The stream reads on this queue (``CountedStream.take``), and its batches are parsed
+        The stream reads on this queue (``NativeStream.take``), and its batches are parsed
         here; only a queue that :attr:`finishes` takes them (a bad record is named natively).
 
         Returns:

@@ -45,7 +45,7 @@ pub enum Step {
 
 impl Interleave {
     /// Opens pieces into free slots, as a round does before it starts.
-    fn fill(&mut self, num_pieces: usize, cycle_length: usize) {
+    pub fn fill(&mut self, num_pieces: usize, cycle_length: usize) {
         while self.slots.len() < cycle_length && self.next_piece < num_pieces {
             self.slots.push((self.next_piece, 0));
             self.next_piece += 1;
@@ -53,7 +53,7 @@ impl Interleave {
     }
 
     /// The piece in slot `at` has ended: its slot goes to the next piece, or closes.
-    fn finish_slot(&mut self, num_pieces: usize) {
+    pub fn finish_slot(&mut self, num_pieces: usize) {
         if self.next_piece < num_pieces {
             self.slots[self.at] = (self.next_piece, 0);
             self.next_piece += 1;

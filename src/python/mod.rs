@@ -45,7 +45,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<parser::Column>()?;
     m.add_class::<parser::Parsed>()?;
     m.add_class::<queue::ParseQueue>()?;
-    m.add_class::<stream::CountedStream>()?;
+    m.add_class::<stream::NativeStream>()?;
     Ok(())
 }
 

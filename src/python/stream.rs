@@ -1,12 +1,13 @@
-//! [`CountedStream`]: one host's records of a segment of an epoch, read and queued as batches
+//! [`NativeStream`]: one host's records of a segment of an epoch, read and queued as batches
 //! with no Python step per block, per piece or per batch.
 //!
 //! The native twin of `jaxrec/_loader/stream.py`'s `EpochStream` for the Loader's common case:
-//! pieces that are counted ranges of local files, reads on the parse queue, bad records raised,
-//! shuffled by windows or not. It takes the same records in the same order (the interleave of
-//! [`crate::pipeline::interleave`], each window in the permutation Python draws for it), reads
-//! the same blocks (each open piece one block ahead on the queue's threads) and says where its
-//! readers stood the same way (the hint), so a state saved from either resumes on either.
+//! pieces that are ranges of local files (counted, or read to their ends), reads on the parse
+//! queue, bad records raised, shuffled by windows or not. It takes the same records in the
+//! same order (the interleave of [`crate::pipeline::interleave`], each window in the
+//! permutation Python draws for it), reads the same blocks (each open piece one block ahead on
+//! the queue's threads) and says where its readers stood the same way (the hint), so a state
+//! saved from either resumes on either.
 //!
 //! ```text
 //! take(n)        the next n records (fewer at the segment's end): reads waited for with the
@@ -121,7 +122,7 @@ fn lost(id: u64) -> PyErr {
     ))
 }
 
-/// Counters for the Loader's stats, handed over by [`CountedStream::counters`].
+/// Counters for the Loader's stats, handed over by [`NativeStream::counters`].
 #[derive(Default, Clone, Copy)]
 struct Counters {
     records: u64,
@@ -129,13 +130,14 @@ struct Counters {
     read_seconds: f64,
 }
 
-/// One open piece: records `first..=last` of a file (`readers.py`'s `PieceReader`).
+/// One open piece: records `first..=last` of a file (`readers.py`'s `PieceReader`); a piece of
+/// uncounted records (`last` and `need` None) ends where its reader does.
 struct Piece {
     reader: Option<Py<RecordReader>>,
     path: String,
     first: u64,
-    last: u64,
-    need: u64,
+    last: Option<u64>,
+    need: Option<u64>,
     found: u64,
     /// Index in the file of the record after the last block read.
     next_index: u64,
@@ -156,8 +158,10 @@ impl Piece {
     /// Queues the next block's read, unless the piece has all it needs.
     fn read_ahead(&mut self, py: Python<'_>, queue: &ParseQueue) -> PyResult<()> {
         // Never past the last wanted record: the rest of the file is not this piece's.
-        let limit = (self.last + 1).saturating_sub(self.next_index);
-        let done = self.found + self.queued() >= self.need;
+        let limit = self
+            .last
+            .map_or(u64::MAX, |last| (last + 1).saturating_sub(self.next_index));
+        let done = self.need.is_some_and(|n| self.found + self.queued() >= n);
         self.ahead = None;
         let Some(reader) = self.reader.as_ref() else {
             return Ok(());
@@ -198,7 +202,8 @@ impl Piece {
         self.next_index = c.next_index;
         // A reader's chunk holds its records in file order: the wanted ones are one range.
         let lo = c.indices.partition_point(|&i| i < self.first);
-        let hi = c.indices.partition_point(|&i| i <= self.last).max(lo);
+        let last = self.last.unwrap_or(u64::MAX);
+        let hi = c.indices.partition_point(|&i| i <= last).max(lo);
         let nbytes: usize = c.starts.iter().zip(&c.ends).map(|(s, e)| e - s).sum();
         // The records framed, wanted or not, say how large this piece's records are.
         if let Some(size) = self.auto.and_then(|a| a.after(nbytes, c.len())) {
@@ -214,9 +219,10 @@ impl Piece {
         Ok(true)
     }
 
-    /// The next `count` records' handles into `out`.
+    /// The next `count` records' handles into `out`; returns how many, fewer only at the end of
+    /// an uncounted piece.
     ///
-    /// Raises FileChangedError when the file ends first.
+    /// Raises FileChangedError when the file ends before a counted piece does.
     fn take(
         &mut self,
         py: Python<'_>,
@@ -225,12 +231,15 @@ impl Piece {
         chunks: &mut Chunks,
         out: &mut Vec<u64>,
         n: &mut Counters,
-    ) -> PyResult<()> {
+    ) -> PyResult<u64> {
         let mut need = count;
         while need > 0 {
             let Some(e) = self.queue.front_mut() else {
                 if !self.fill(py, queue, chunks, n)? {
-                    return Err(self.short());
+                    if self.need.is_some() {
+                        return Err(self.short());
+                    }
+                    break;
                 }
                 continue;
             };
@@ -247,7 +256,24 @@ impl Piece {
                 self.queue.pop_front();
             }
         }
-        Ok(())
+        Ok(count - need)
+    }
+
+    /// Reads until `n` records wait (or the piece has no more); returns how many wait.
+    fn ensure(
+        &mut self,
+        py: Python<'_>,
+        n: u64,
+        queue: &ParseQueue,
+        chunks: &mut Chunks,
+        counters: &mut Counters,
+    ) -> PyResult<u64> {
+        loop {
+            let queued = self.queued();
+            if queued >= n || !self.fill(py, queue, chunks, counters)? {
+                return Ok(queued.max(self.queued()));
+            }
+        }
     }
 
     fn short(&self) -> PyErr {
@@ -255,9 +281,9 @@ impl Piece {
             format!(
                 "ended {} records short of records {}..{} that were counted when the epoch was \
                  planned; the file changed (rewritten, truncated?) since it was counted",
-                self.need - self.found,
+                self.need.unwrap_or(0).saturating_sub(self.found),
                 self.first,
-                self.last
+                self.last.unwrap_or(0)
             ),
             &self.path,
             self.next_index,
@@ -287,23 +313,39 @@ impl Piece {
     }
 }
 
+/// What `open_piece` returns: `(reader, path, first, last, need, skip)`.
+type Opened = (
+    Option<Py<RecordReader>>,
+    String,
+    u64,
+    Option<u64>,
+    Option<u64>,
+    u64,
+);
+
 /// Where the interleave and the open pieces' readers stood: `(position, interleave, files)`.
 type Hint = (u64, Interleave, Vec<(usize, (u64, u64))>);
 
 /// A host's records of one segment, read on a parse queue and queued there as batches.
 ///
 /// `open_piece(i)` opens piece `i` where its next record is: `(reader, path, first, last,
-/// need, skip)`, with `reader` a `RecordReader` (None when the piece needs no record).
+/// need, skip)`, with `reader` a `RecordReader` (None when the piece needs no record), `last`
+/// and `need` None for a piece of uncounted records. Pieces are counted (`lengths` >= 0) or
+/// uncounted (all -1): those end where their readers do, as Python's `_interleave_unknown`
+/// has it.
 /// With `window` records a shuffle window, `window_order(w, size)` is the order window `w`
 /// emits its records in (an int64 permutation of `size`).
 #[pyclass(module = "jaxrec._native")]
-pub(super) struct CountedStream {
+pub(super) struct NativeStream {
+    /// The pieces' lengths (0 when uncounted).
     lengths: Vec<u64>,
+    known: bool,
     cycle_length: usize,
     block_length: u64,
     state: Interleave,
     /// Records the interleave has given.
     position: u64,
+    /// Records in all (counted).
     total: u64,
     finished: bool,
     /// Records per shuffle window (0: none), and the next window to read.
@@ -332,20 +374,13 @@ pub(super) struct CountedStream {
     hint: Option<Hint>,
 }
 
-impl CountedStream {
+impl NativeStream {
     /// Opens piece `piece` unless open.
     fn open(&mut self, py: Python<'_>, piece: usize) -> PyResult<()> {
         if self.pieces.contains_key(&piece) {
             return Ok(());
         }
-        let (reader, path, first, last, need, skip): (
-            Option<Py<RecordReader>>,
-            String,
-            u64,
-            u64,
-            u64,
-            u64,
-        ) = self
+        let (reader, path, first, last, need, skip): Opened = self
             .open_piece
             .as_ref()
             .ok_or_else(|| PyValueError::new_err("the stream was cleared"))?
@@ -366,7 +401,7 @@ impl CountedStream {
             queue: VecDeque::new(),
             ahead: None,
         };
-        if need > 0 {
+        if need != Some(0) {
             p.read_ahead(py, self.queue.get())?;
         }
         self.pieces.insert(piece, p);
@@ -380,7 +415,7 @@ impl CountedStream {
         piece: usize,
         count: u64,
         out: &mut Vec<u64>,
-    ) -> PyResult<()> {
+    ) -> PyResult<u64> {
         let p = self
             .pieces
             .get_mut(&piece)
@@ -412,7 +447,7 @@ impl CountedStream {
                     let each = rounds * k;
                     let mut per = std::mem::take(&mut self.per_piece);
                     per.resize_with(pieces.len(), Vec::new);
-                    let mut got = Ok(());
+                    let mut got = Ok(0);
                     for (&p, handles) in pieces.iter().zip(per.iter_mut()) {
                         handles.clear();
                         got = self.take_from(py, p, each, handles);
@@ -449,14 +484,122 @@ impl CountedStream {
         Ok(())
     }
 
+    /// The interleave over pieces whose ends are found by reading them: the next up to
+    /// `records` records into `out` (Python's `EpochStream._interleave_unknown`, step for step).
+    ///
+    /// The same order as the counted interleave would give for their lengths, except that a
+    /// piece is known to have ended only when a take comes up short, so its slot passes on one
+    /// turn later. Whole rounds are taken at once while every open piece has the records
+    /// queued (no piece can end within them).
+    fn interleave_unknown(
+        &mut self,
+        py: Python<'_>,
+        records: u64,
+        out: &mut Vec<u64>,
+    ) -> PyResult<()> {
+        let k = self.block_length;
+        let n = self.lengths.len();
+        let mut got = 0;
+        while got < records {
+            if self.state.at == 0 {
+                self.state.fill(n, self.cycle_length);
+                if self.state.slots.is_empty() {
+                    self.finished = true;
+                    break;
+                }
+                let slots: Vec<usize> = self.state.slots.iter().map(|s| s.0).collect();
+                let per_round = k * slots.len() as u64;
+                let mut rounds = (records - got) / per_round;
+                if rounds >= 2 && self.state.in_block == 0 {
+                    for &p in &slots {
+                        self.open(py, p)?;
+                    }
+                    for &p in &slots {
+                        let queue = self.queue.get();
+                        let piece = self.pieces.get_mut(&p).ok_or_else(|| lost(p as u64))?;
+                        let queued = piece.ensure(
+                            py,
+                            rounds * k,
+                            queue,
+                            &mut self.chunks,
+                            &mut self.counters,
+                        )?;
+                        rounds = rounds.min(queued / k);
+                    }
+                }
+                if rounds >= 2 && self.state.in_block == 0 {
+                    let each = rounds * k;
+                    let mut per = std::mem::take(&mut self.per_piece);
+                    per.resize_with(slots.len(), Vec::new);
+                    let mut taken = Ok(0);
+                    for (&p, handles) in slots.iter().zip(per.iter_mut()) {
+                        handles.clear();
+                        taken = self.take_from(py, p, each, handles);
+                        if taken.is_err() {
+                            break;
+                        }
+                    }
+                    if taken.is_ok() {
+                        let k = k as usize;
+                        for r in 0..rounds as usize {
+                            for handles in &per[..slots.len()] {
+                                out.extend_from_slice(&handles[r * k..(r + 1) * k]);
+                            }
+                        }
+                    }
+                    self.per_piece = per;
+                    taken?;
+                    for slot in &mut self.state.slots {
+                        slot.1 += each;
+                    }
+                    got += each * slots.len() as u64;
+                    self.position += each * slots.len() as u64;
+                    continue;
+                }
+            }
+            let (piece, taken) = self.state.slots[self.state.at];
+            let want = (k - self.state.in_block).min(records - got);
+            self.open(py, piece)?;
+            let took = self.take_from(py, piece, want, out)?;
+            got += took;
+            self.position += took;
+            self.state.slots[self.state.at].1 = taken + took;
+            if took < want {
+                // The piece ended.
+                self.state.in_block = 0;
+                self.state.finish_slot(n);
+                self.close_finished()?;
+            } else if want == k - self.state.in_block {
+                self.state.in_block = 0;
+                self.state.at = (self.state.at + 1) % self.state.slots.len();
+            } else {
+                self.state.in_block += took;
+            }
+        }
+        Ok(())
+    }
+
+    /// The next up to `records` records into `out`, counted or not.
+    fn next_records(&mut self, py: Python<'_>, records: u64, out: &mut Vec<u64>) -> PyResult<()> {
+        if self.known {
+            self.interleave(py, records, out)
+        } else {
+            self.interleave_unknown(py, records, out)
+        }
+    }
+
     /// Reads the next shuffle window and appends its records to `pending` in its order.
     fn read_window(&mut self, py: Python<'_>) -> PyResult<()> {
         let w = self.window;
-        let size = w.min(self.total.saturating_sub(self.next_window * w));
+        let size = if self.known {
+            w.min(self.total.saturating_sub(self.next_window * w))
+        } else {
+            w
+        };
         self.hint = Some(self.take_hint());
         let mut read = std::mem::take(&mut self.read);
         read.clear();
-        let got = self.interleave(py, size, &mut read);
+        let got = self.next_records(py, size, &mut read);
         let ordered = got.and_then(|()| {
             let order = self
                 .window_order
@@ -521,7 +664,7 @@ impl CountedStream {
 }
 
 #[pymethods]
-impl CountedStream {
+impl NativeStream {
     /// The stream at interleave position `position` (state `(next_piece, slots, at,
     /// in_block)`) over pieces of `lengths` records. `block_bytes` None: chosen per piece,
     /// from `auto_blocks` `(min bytes, records, max bytes)`. `window` > 0: shuffled in
@@ -533,7 +676,7 @@ impl CountedStream {
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
-        lengths: Vec<u64>,
+        lengths: Vec<i64>,
         cycle_length: usize,
         block_length: u64,
         state: (usize, Vec<(usize, u64)>, usize, u64),
@@ -553,11 +696,18 @@ impl CountedStream {
         if window > 0 && window_order.is_none() {
             return Err(PyValueError::new_err("a shuffle window needs window_order"));
         }
+        let known = lengths.iter().all(|&n| n >= 0);
+        if !known && lengths.iter().any(|&n| n >= 0) {
+            return Err(PyValueError::new_err(
+                "pieces must be all counted or all uncounted (-1)",
+            ));
+        }
+        let lengths: Vec<u64> = lengths.iter().map(|&n| n.max(0) as u64).collect();
         let (next_piece, slots, at, in_block) = state;
         if next_piece > lengths.len()
             || slots
                 .iter()
-                .any(|&(p, t)| p >= lengths.len() || t > lengths[p])
+                .any(|&(p, t)| p >= lengths.len() || (known && t > lengths[p]))
             || (at > 0 && at >= slots.len())
         {
             return Err(PyValueError::new_err(
@@ -565,9 +715,10 @@ impl CountedStream {
             ));
         }
         let (min, records, max) = auto_blocks;
-        Ok(CountedStream {
+        Ok(NativeStream {
             total: lengths.iter().sum(),
             lengths,
+            known,
             cycle_length,
             block_length,
             state: Interleave {
@@ -607,13 +758,29 @@ impl CountedStream {
     ///     jaxrec.errors.JaxrecError: a read failed.
     fn take(&mut self, py: Python<'_>, n: u64) -> PyResult<u64> {
         let before = self.held.len();
-        if self.window > 0 {
-            while (self.pending.len() as u64) < n && !self.finished {
-                if self.position >= self.total {
+        if self.window > 0 || !self.known {
+            // An uncounted share reads one record beyond, so that its end is known as soon
+            // as its last records are taken (`exhausted`).
+            let want = if self.known { n } else { n + 1 };
+            if self.window == 0 && (self.pending.len() as u64) < want && !self.finished {
+                self.hint = Some(self.take_hint());
+            }
+            while (self.pending.len() as u64) < want && !self.finished {
+                if self.known && self.position >= self.total {
                     self.finished = true;
                     break;
                 }
-                self.read_window(py)?;
+                if self.window > 0 {
+                    self.read_window(py)?;
+                } else {
+                    let mut read = std::mem::take(&mut self.read);
+                    read.clear();
+                    let got =
+                        self.interleave_unknown(py, want - self.pending.len() as u64, &mut read);
+                    self.pending.extend(read.iter().copied());
+                    self.read = read;
+                    got?;
+                }
             }
             let k = (n as usize).min(self.pending.len());
             self.held.extend(self.pending.drain(..k));
@@ -645,7 +812,7 @@ impl CountedStream {
     fn skip(&mut self, py: Python<'_>, n: u64) -> PyResult<()> {
         let mut read = std::mem::take(&mut self.read);
         read.clear();
-        let got = self.interleave(py, n, &mut read);
+        let got = self.next_records(py, n, &mut read);
         let released = self.chunks.release_all(&read);
         self.read = read;
         got.and(released)

@@ -46,7 +46,7 @@ from jaxrec._loader.shuffle import Layout, check_seed
 from jaxrec._loader.spans import DEFAULT_SPAN_BYTES, ranges_table
 from jaxrec._loader.state import LoaderPosition, check_config, load_state
 from jaxrec._loader.stats import Stats
-from jaxrec._loader.stream import CountedStream, EpochStream, open_stream
+from jaxrec._loader.stream import EpochStream, NativeStream, open_stream
 from jaxrec._loader.transforms import MapTransform, RandomMapTransform, TransformChain
 from jaxrec._loader.windows import WindowStage, check_pod
 from jaxrec._parse import ExampleParser, RowsQueue
@@ -456,7 +456,7 @@ class Loader:
 
     def _open_segment(
         self, position: LoaderPosition, reads: Reads
-    ) -> tuple[EpochStream | CountedStream, EpochPlan | None]:
+    ) -> tuple[EpochStream | NativeStream, EpochPlan | None]:
         """The stream of this host's share of the segment ``position`` is in, and its plan.
 
         Without counts (training forever, no indexes) the spans are dealt by bytes: every

@@ -6,7 +6,7 @@
         │            parses in one call and queues the group at once, up to a group ahead
         │            of the prefetch (_Planned); reads run ahead. It runs on the thread that
         │            takes the batches (the consumer, or the feeder), whenever there is room.
-        │            A stream of counted local files runs natively (stream.CountedStream):
+        │            A stream of counted local files runs natively (stream.NativeStream):
         │            the planner then makes two native calls a group, a take and a submit
     parse queue      (without transforms) N native threads parse and pad each batch with no
         │            Python object (jaxrec._parse.RowsQueue): one call submits, one takes
@@ -62,7 +62,7 @@ from jaxrec._loader.readers import PoolReads, QueueReads, Reads
 from jaxrec._loader.sharding import EpochPlan
 from jaxrec._loader.state import LoaderPosition
 from jaxrec._loader.stats import Stats
-from jaxrec._loader.stream import CountedStream, EpochStream
+from jaxrec._loader.stream import EpochStream, NativeStream
 from jaxrec._loader.transforms import TransformChain
 from jaxrec.errors import JaxrecError
 
@@ -365,7 +365,7 @@ class RunSpec:
     num_epochs: int | None
     start: LoaderPosition
     open_segment: Callable[
-        [LoaderPosition, Reads], tuple[EpochStream | CountedStream, EpochPlan | None]
+        [LoaderPosition, Reads], tuple[EpochStream | NativeStream, EpochPlan | None]
     ]
     parse: Callable[..., dict[str, np.ndarray]]
     parse_queue: Callable[[int], Any]

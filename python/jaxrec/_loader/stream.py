@@ -6,9 +6,9 @@ piece gives the next records, a :class:`~jaxrec._loader.readers.PieceReader` per
 reads them, and the window shuffle (:mod:`jaxrec._loader.shuffle`) permutes each window. Records
 travel as handles into chunks (:mod:`jaxrec._loader.chunks`), never as Python objects.
 
-A :class:`CountedStream` is the same stream run natively (``_native.CountedStream``), for
-the Loader's common case: counted ranges of local files, bad records raised, reads and parses
-on the parse queue, shuffled or not (:func:`open_stream` picks). Its Python steps
+A :class:`NativeStream` is the same stream run natively (``_native.NativeStream``), for
+the Loader's common case: ranges of local files, counted or not, bad records raised, reads and
+parses on the parse queue, shuffled or not (:func:`open_stream` picks). Its Python steps
 per block and per piece were ~4 us of the ~75 us of CPU a tokens batch costs, on the thread
 that takes the batches.
 
@@ -47,9 +47,9 @@ from jaxrec.errors import JaxrecError
 if TYPE_CHECKING:
     from jaxrec._parse import RowsQueue
 
-__all__ = ["CountedStream", "EpochStream", "StreamHint", "open_stream"]
+__all__ = ["EpochStream", "NativeStream", "StreamHint", "open_stream"]
 
-# Streams of counted ranges of local files run natively where they can (see open_stream);
+# Streams of ranges of local files run natively where they can (see open_stream);
 # False keeps every stream in Python (tests compare the two).
 NATIVE_STREAMS = True
 
@@ -378,7 +378,7 @@ class EpochStream:
         """True when every record of the share has been handed out."""
         return self.finished and len(self.pending) == 0
 
-    # --- the planner's steps (CountedStream has the same) ------------------------------------
+    # --- the planner's steps (NativeStream has the same) ------------------------------------
 
     def take(self, n: int) -> int:
         """Takes the next up to ``n`` records (:meth:`next_handles`); returns how many.
@@ -423,7 +423,7 @@ class EpochStream:
 
 
 class _PieceOpener:
-    """Opens a :class:`CountedStream`'s pieces for its native half, where each next record is.
+    """Opens a :class:`NativeStream`'s pieces for its native half, where each next record is.
 
     A resumed stream opens the pieces open at its start past the records they gave, and at
     the hint's reader positions where it has them.
@@ -445,7 +445,7 @@ class _PieceOpener:
         """``(reader, path, first, last, need, skip)`` of piece ``piece``.
 
         ``first`` and ``last`` are indices in the file; a piece that needs no record gets no
-        reader.
+        reader; an uncounted one no ``last`` nor ``need``.
         """
         spans, pieces = self.spans, self.pieces
         taken = self.resume_taken.pop(piece, 0)
@@ -456,19 +456,22 @@ class _PieceOpener:
         # Counts may come from metadata (a manifest, a TFDS dataset_info.json): they never
         # size an allocation (reads are sized by bytes).
         lo, hi = int(pieces.lo[piece]) + taken, int(pieces.hi[piece])
-        if hi <= lo:
-            return None, path, 0, 0, 0, 0
+        last = need = None  # a span of unknown length: all of it from record lo
+        if hi >= 0:
+            if hi <= lo:
+                return None, path, 0, 0, 0, 0
+            last, need = base + hi - 1, hi - lo
         reader, skip = open_span(spans, span, base + lo, hint, self.open_reader)
         if not isinstance(reader, _native.RecordReader):
             raise JaxrecError(f"{path}: a native stream needs a local file (this is a bug)")
-        return reader, path, base + lo, base + hi - 1, hi - lo, skip
+        return reader, path, base + lo, last, need, skip
 
 
-class CountedStream:
+class NativeStream:
     """:class:`EpochStream`'s native twin, for the Loader's common case (see :func:`open_stream`).
 
     The same records in the same order, the same blocks read and the same hints, with the
-    interleave, the pieces' reads and the batches' picks in ``_native.CountedStream``: no Python
+    interleave, the pieces' reads and the batches' picks in ``_native.NativeStream``: no Python
     step per block, per piece or per batch. Only :meth:`take`, :meth:`submit` and the hint
     cross, once a group of batches.
     """
@@ -491,16 +494,18 @@ class CountedStream:
     ) -> None:
         self._stats = stats
         lengths = pieces.lengths
-        start = min(start, int(lengths.sum()))
+        known = bool((lengths >= 0).all())
+        if known:
+            start = min(start, int(lengths.sum()))
         w = layout.window
         # A shuffled stream starts at its window's start, and reads past the window's first
         # records once it has read and permuted the window.
         target = (start // w) * w if w > 0 else start
-        base, state, hint = _start(lengths, layout, target, hint, known=True)
+        base, state, hint = _start(lengths, layout, target, hint, known)
         self._given_hint = hint
         # The native stream calls it back (no reference back to self: no cycle to collect).
         opener = _PieceOpener(spans, pieces, open_reader, state, hint)
-        self._native = _native.CountedStream(
+        self._native = _native.NativeStream(
             lengths.tolist(),
             layout.cycle_length,
             layout.block_length,
@@ -592,14 +597,14 @@ def open_stream(
     reads: Reads,
     stats: Stats,
     skip_errors: bool,
-) -> EpochStream | CountedStream:
+) -> EpochStream | NativeStream:
     """A stream of this host's share of a segment (the arguments are :class:`EpochStream`'s).
 
-    A :class:`CountedStream` where the native one does all the share needs: every piece a
-    counted range of a local file, bad records raised (a skip leaves a piece short, which the
-    Python stream keeps the round order for), reads on a parse queue that finishes its batches
-    natively; shuffled or not. Otherwise an :class:`EpochStream`: uncounted spans, the subsets
-    of an elastic resume, URLs, ``on_error="skip"``, transforms.
+    A :class:`NativeStream` where the native one does all the share needs: every piece a
+    range of a local file, all counted or all not, bad records raised (a skip leaves a piece
+    short, which the Python stream keeps the round order for), reads on a parse queue that
+    finishes its batches natively; shuffled or not. Otherwise an :class:`EpochStream`: the
+    subsets of an elastic resume, URLs, ``on_error="skip"``, transforms.
     """
     native = (
         NATIVE_STREAMS
@@ -607,12 +612,12 @@ def open_stream(
         and reads.finishes
         and not skip_errors
         and all(k is None for k in pieces.keep)
-        and bool((pieces.hi >= pieces.lo).all())
+        and len({bool(h >= 0) for h in pieces.hi.tolist()}) <= 1
         and not any(is_url(spans.paths[int(spans.file[s])]) for s in set(pieces.span.tolist()))
     )
     if native:
         assert isinstance(reads, QueueReads)
-        return CountedStream(
+        return NativeStream(
             spans,
             pieces,
             layout,
