@@ -3,8 +3,8 @@
 //!
 //! The native twin of `jaxrec/_loader/stream.py`'s `EpochStream` for the Loader's common case:
 //! pieces that are ranges of local files (counted, or read to their ends), reads on the parse
-//! queue, bad records raised, shuffled by windows or not. It takes the same records in the
-//! same order (the interleave of [`crate::pipeline::interleave`], each window in the
+//! queue, shuffled by windows or not, bad records raised or skipped. It takes the same records
+//! in the same order (the interleave of [`crate::pipeline::interleave`], each window in the
 //! permutation Python draws for it), reads the same blocks (each open piece one block ahead on
 //! the queue's threads) and says where its readers stood the same way (the hint), so a state
 //! saved from either resumes on either.
@@ -21,7 +21,7 @@
 //! piece a group, the handles' chunk registry) was about 4 us of the ~75 us of CPU a tokens
 //! batch costs, on the thread that also takes the batches.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::ops::Range;
 
 use numpy::PyReadonlyArray1;
@@ -148,6 +148,8 @@ struct Piece {
     queue: VecDeque<Entry>,
     /// The read ticket of the block read ahead.
     ahead: Option<u64>,
+    /// Bad records are skipped (`on_error="skip"`): a counted piece may end short.
+    skip_errors: bool,
 }
 
 impl Piece {
@@ -236,9 +238,12 @@ impl Piece {
         while need > 0 {
             let Some(e) = self.queue.front_mut() else {
                 if !self.fill(py, queue, chunks, n)? {
-                    if self.need.is_some() {
+                    if self.need.is_some() && !self.skip_errors {
                         return Err(self.short());
                     }
+                    // Uncounted, its end; skipping, records its reader skipped as bad: the
+                    // plan counted them, the batches will not (the reader counts them).
+                    self.found += need;
                     break;
                 }
                 continue;
@@ -313,6 +318,64 @@ impl Piece {
     }
 }
 
+/// The open pieces in the order they were opened (as Python's dict of readers keeps them: what
+/// the readers skipped is reported in that order).
+#[derive(Default)]
+struct OpenPieces(Vec<(usize, Piece)>);
+
+impl OpenPieces {
+    fn contains_key(&self, piece: &usize) -> bool {
+        self.0.iter().any(|(p, _)| p == piece)
+    }
+
+    fn get(&self, piece: &usize) -> Option<&Piece> {
+        self.0.iter().find(|(p, _)| p == piece).map(|(_, r)| r)
+    }
+
+    fn get_mut(&mut self, piece: &usize) -> Option<&mut Piece> {
+        self.0.iter_mut().find(|(p, _)| p == piece).map(|(_, r)| r)
+    }
+
+    fn insert(&mut self, piece: usize, reader: Piece) {
+        self.0.push((piece, reader));
+    }
+
+    fn remove(&mut self, piece: &usize) -> Option<Piece> {
+        let at = self.0.iter().position(|(p, _)| p == piece)?;
+        Some(self.0.remove(at).1)
+    }
+
+    fn keys(&self) -> impl Iterator<Item = &usize> {
+        self.0.iter().map(|(p, _)| p)
+    }
+
+    fn values(&self) -> impl Iterator<Item = &Piece> {
+        self.0.iter().map(|(_, r)| r)
+    }
+
+    fn values_mut(&mut self) -> impl Iterator<Item = &mut Piece> {
+        self.0.iter_mut().map(|(_, r)| r)
+    }
+
+    fn clear(&mut self) {
+        self.0.clear();
+    }
+}
+
+/// Whole rounds into `out`: in round `r`, block `r` (`k` handles) of each piece's handles in
+/// turn. A piece that came up short (bad records skipped) gives what it has of each block, as
+/// far as it goes: the round order kept.
+fn round_robin(per: &[Vec<u64>], rounds: u64, k: u64, out: &mut Vec<u64>) {
+    let k = usize::try_from(k).unwrap_or(usize::MAX);
+    for r in 0..usize::try_from(rounds).unwrap_or(usize::MAX) {
+        for handles in per {
+            let lo = r.saturating_mul(k).min(handles.len());
+            let hi = lo.saturating_add(k).min(handles.len());
+            out.extend_from_slice(&handles[lo..hi]);
+        }
+    }
+}
+
 /// What `open_piece` returns: `(reader, path, first, last, need, skip)`.
 type Opened = (
     Option<Py<RecordReader>>,
@@ -357,7 +420,7 @@ pub(super) struct NativeStream {
     queue: Py<ParseQueue>,
     block_bytes: Option<usize>,
     auto: AutoBlocks,
-    pieces: HashMap<usize, Piece>,
+    pieces: OpenPieces,
     chunks: Chunks,
     /// A shuffled stream's records read and permuted, not yet taken.
     pending: VecDeque<u64>,
@@ -372,6 +435,10 @@ pub(super) struct NativeStream {
     read_records: u64,
     read_bytes: u64,
     hint: Option<Hint>,
+    skip_errors: bool,
+    /// Skipping, the counters (`RecordReader.stats()`) of the readers closed since the last
+    /// `counters()`: what they skipped.
+    closed: Vec<Py<PyAny>>,
 }
 
 impl NativeStream {
@@ -400,6 +467,7 @@ impl NativeStream {
             auto,
             queue: VecDeque::new(),
             ahead: None,
+            skip_errors: self.skip_errors,
         };
         if need != Some(0) {
             p.read_ahead(py, self.queue.get())?;
@@ -456,12 +524,7 @@ impl NativeStream {
                         }
                     }
                     if got.is_ok() {
-                        let k = k as usize;
-                        for r in 0..rounds as usize {
-                            for handles in &per[..pieces.len()] {
-                                out.extend_from_slice(&handles[r * k..(r + 1) * k]);
-                            }
-                        }
+                        round_robin(&per[..pieces.len()], rounds, k, out);
                     }
                     self.per_piece = per;
                     got?;
@@ -476,7 +539,7 @@ impl NativeStream {
                     self.position += count;
                 }
             }
-            self.close_finished()?;
+            self.close_finished(py)?;
         }
         if self.state.done(self.lengths.len()) {
             self.finished = true;
@@ -540,12 +603,7 @@ impl NativeStream {
                         }
                     }
                     if taken.is_ok() {
-                        let k = k as usize;
-                        for r in 0..rounds as usize {
-                            for handles in &per[..slots.len()] {
-                                out.extend_from_slice(&handles[r * k..(r + 1) * k]);
-                            }
-                        }
+                        round_robin(&per[..slots.len()], rounds, k, out);
                     }
                     self.per_piece = per;
                     taken?;
@@ -568,7 +626,7 @@ impl NativeStream {
                 // The piece ended.
                 self.state.in_block = 0;
                 self.state.finish_slot(n);
-                self.close_finished()?;
+                self.close_finished(py)?;
             } else if want == k - self.state.in_block {
                 self.state.in_block = 0;
                 self.state.at = (self.state.at + 1) % self.state.slots.len();
@@ -634,7 +692,7 @@ impl NativeStream {
     }
 
     /// Closes the pieces that left the interleave's slots.
-    fn close_finished(&mut self) -> PyResult<()> {
+    fn close_finished(&mut self, py: Python<'_>) -> PyResult<()> {
         let slots = &self.state.slots;
         let done: Vec<usize> = self
             .pieces
@@ -644,8 +702,18 @@ impl NativeStream {
             .collect();
         for piece in done {
             if let Some(mut p) = self.pieces.remove(&piece) {
+                self.note_skips(py, &p)?;
                 p.close(self.queue.get(), &mut self.chunks)?;
             }
+        }
+        Ok(())
+    }
+
+    /// Skipping, keeps what a piece's reader skipped, for the Loader's stats.
+    fn note_skips(&mut self, py: Python<'_>, p: &Piece) -> PyResult<()> {
+        if let (true, Some(reader)) = (self.skip_errors, &p.reader) {
+            self.closed
+                .push(reader.bind(py).call_method0("stats")?.unbind());
         }
         Ok(())
     }
@@ -672,7 +740,7 @@ impl NativeStream {
     #[new]
     #[pyo3(signature = (
         lengths, cycle_length, block_length, state, position, open_piece, queue, block_bytes,
-        auto_blocks, window=0, window_order=None,
+        auto_blocks, window=0, window_order=None, skip_errors=false,
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -687,6 +755,7 @@ impl NativeStream {
         auto_blocks: (usize, usize, usize),
         window: u64,
         window_order: Option<Py<PyAny>>,
+        skip_errors: bool,
     ) -> PyResult<Self> {
         if cycle_length == 0 || block_length == 0 {
             return Err(PyValueError::new_err(
@@ -736,7 +805,7 @@ impl NativeStream {
             queue,
             block_bytes,
             auto: AutoBlocks { min, records, max },
-            pieces: HashMap::new(),
+            pieces: OpenPieces::default(),
             chunks: Chunks::default(),
             pending: VecDeque::new(),
             held: Vec::new(),
@@ -746,6 +815,8 @@ impl NativeStream {
             read_records: 0,
             read_bytes: 0,
             hint: None,
+            skip_errors,
+            closed: Vec::new(),
         })
     }
 
@@ -915,12 +986,19 @@ impl NativeStream {
         Ok(Some((*position, state, d).into_pyobject(py)?.into_any()))
     }
 
-    /// `(records, bytes, read seconds)` read since the last call, for the Loader's stats.
-    fn counters(&mut self) -> (u64, u64, f64) {
+    /// `(records, bytes, read seconds, skips)` since the last call, for the Loader's stats;
+    /// `skips` holds the counters (`RecordReader.stats()`) of the readers closed meanwhile,
+    /// when bad records are skipped.
+    fn counters(&mut self) -> (u64, u64, f64, Vec<Py<PyAny>>) {
         let c = std::mem::take(&mut self.counters);
         self.read_records += c.records;
         self.read_bytes += c.bytes;
-        (c.records, c.bytes, c.read_seconds)
+        (
+            c.records,
+            c.bytes,
+            c.read_seconds,
+            std::mem::take(&mut self.closed),
+        )
     }
 
     /// The mean payload of the records read so far (None before any).
@@ -946,17 +1024,35 @@ impl NativeStream {
         for (c, _) in self.chunks.slots.iter().flatten() {
             visit.call(c)?;
         }
+        for d in &self.closed {
+            visit.call(d)?;
+        }
         Ok(())
     }
 
     fn __clear__(&mut self) {
-        self.close();
+        self.stop();
         self.open_piece = None;
         self.window_order = None;
     }
 
-    /// Stops every read and drops every record held or pending (idempotent).
-    fn close(&mut self) {
+    /// Stops every read and drops every record held or pending (idempotent). Skipping, what
+    /// the open pieces' readers skipped goes to :meth:`counters` first.
+    ///
+    /// Raises:
+    ///     OSError: a reader's counters could not be read (the stream is closed all the same).
+    fn close(&mut self, py: Python<'_>) -> PyResult<()> {
+        let pieces = std::mem::take(&mut self.pieces);
+        let noted: PyResult<Vec<()>> = pieces.values().map(|p| self.note_skips(py, p)).collect();
+        self.pieces = pieces;
+        self.stop();
+        noted.map(drop)
+    }
+}
+
+impl NativeStream {
+    /// Stops every read and drops every record held or pending.
+    fn stop(&mut self) {
         let queue = self.queue.get();
         for p in self.pieces.values_mut() {
             if let Some(ticket) = p.ahead.take() {

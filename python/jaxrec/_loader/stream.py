@@ -7,10 +7,10 @@ reads them, and the window shuffle (:mod:`jaxrec._loader.shuffle`) permutes each
 travel as handles into chunks (:mod:`jaxrec._loader.chunks`), never as Python objects.
 
 A :class:`NativeStream` is the same stream run natively (``_native.NativeStream``), for
-the Loader's common case: ranges of local files, counted or not, bad records raised, reads and
-parses on the parse queue, shuffled or not (:func:`open_stream` picks). Its Python steps
-per block and per piece were ~4 us of the ~75 us of CPU a tokens batch costs, on the thread
-that takes the batches.
+the Loader's common case: ranges of local files, counted or not, shuffled or not, reads and
+parses on the parse queue (:func:`open_stream` picks). Its Python steps per block and per
+piece were ~4 us of the ~75 us of CPU a tokens batch costs, on the thread that takes the
+batches.
 
 Because the order is arithmetic on the pieces' lengths, a stream can start at any position:
 ``start`` records already emitted. It re-reads at most the window the position falls in; a
@@ -491,6 +491,7 @@ class NativeStream:
         epoch: int,
         segment: int,
         host: int,
+        skip_errors: bool,
     ) -> None:
         self._stats = stats
         lengths = pieces.lengths
@@ -522,6 +523,7 @@ class NativeStream:
             AUTO_BLOCKS,
             w,
             functools.partial(window_order, layout, epoch, segment, host) if w > 0 else None,
+            skip_errors,
         )
         try:
             if target > base:
@@ -536,8 +538,11 @@ class NativeStream:
         self._count()
 
     def _count(self) -> None:
-        records, nbytes, seconds = self._native.counters()
+        records, nbytes, seconds, skips = self._native.counters()
         self._stats.add(records=records, bytes=nbytes, read_seconds=seconds)
+        for s in skips:  # a closed reader's, when bad records are skipped
+            self._stats.add(skipped_records=s["skipped_records"], skipped_bytes=s["skipped_bytes"])
+            self._stats.add_errors(s["errors"])
 
     @property
     def hint(self) -> StreamHint:
@@ -577,9 +582,11 @@ class NativeStream:
         return self._native.finished and self._native.pending == 0
 
     def close(self) -> None:
-        """Stops every read and drops every record held."""
-        self._native.close()
-        self._count()
+        """Stops every read and drops every record held; counters stay in the stats."""
+        try:
+            self._native.close()
+        finally:
+            self._count()
 
 
 def open_stream(
@@ -601,16 +608,15 @@ def open_stream(
     """A stream of this host's share of a segment (the arguments are :class:`EpochStream`'s).
 
     A :class:`NativeStream` where the native one does all the share needs: every piece a
-    range of a local file, all counted or all not, bad records raised (a skip leaves a piece
-    short, which the Python stream keeps the round order for), reads on a parse queue that
-    finishes its batches natively; shuffled or not. Otherwise an :class:`EpochStream`: the
-    subsets of an elastic resume, URLs, ``on_error="skip"``, transforms.
+    range of a local file, all counted or all not, reads on a parse queue that finishes its
+    batches natively; shuffled or not, bad records raised or skipped. Otherwise an
+    :class:`EpochStream`: the subsets of an elastic resume, URLs, transforms, a parse that
+    finishes its batches in Python (sparse and ragged features).
     """
     native = (
         NATIVE_STREAMS
         and isinstance(reads, QueueReads)
         and reads.finishes
-        and not skip_errors
         and all(k is None for k in pieces.keep)
         and len({bool(h >= 0) for h in pieces.hi.tolist()}) <= 1
         and not any(is_url(spans.paths[int(spans.file[s])]) for s in set(pieces.span.tolist()))
@@ -630,6 +636,7 @@ def open_stream(
             epoch=epoch,
             segment=segment,
             host=host,
+            skip_errors=skip_errors,
         )
     return EpochStream(
         spans,
