@@ -510,7 +510,7 @@ def at_planner_step(monkeypatch, call, action):
 
         return take
 
-    # A step of either stream: the native one (counted local files) or the Python one.
+    # A step of either stream: the native one (local files) or the Python one.
     for cls in (stream_mod.EpochStream, stream_mod.NativeStream):
         monkeypatch.setattr(cls, "take", step_of(cls.take))
     return calls

@@ -1,9 +1,10 @@
 """The native stream (``_native.NativeStream``) against the Python one (``EpochStream``).
 
-The Loader reads a host's counted ranges of local files through the native stream, shuffled
-or not, and everything else (``on_error="skip"``, uncounted spans, elastic subsets, URLs,
-transforms) through the Python one. Both must give the same batches, the same positions
-and the same stats, and a state saved from either must resume on the other.
+The Loader reads a host's ranges of local files through the native stream, counted or not,
+shuffled or not, bad records raised or skipped, and everything else (elastic subsets, URLs,
+transforms, sparse and ragged features) through the Python one. Both must give the same
+batches, the same positions and the same stats, and a state saved from either must resume on
+the other.
 """
 
 from __future__ import annotations

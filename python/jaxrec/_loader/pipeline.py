@@ -6,7 +6,7 @@
         │            parses in one call and queues the group at once, up to a group ahead
         │            of the prefetch (_Planned); reads run ahead. It runs on the thread that
         │            takes the batches (the consumer, or the feeder), whenever there is room.
-        │            A stream of counted local files runs natively (stream.NativeStream):
+        │            A stream of local files runs natively (stream.NativeStream):
         │            the planner then makes two native calls a group, a take and a submit
     parse queue      (without transforms) N native threads parse and pad each batch with no
         │            Python object (jaxrec._parse.RowsQueue): one call submits, one takes

@@ -473,7 +473,14 @@ class NativeStream:
     The same records in the same order, the same blocks read and the same hints, with the
     interleave, the pieces' reads and the batches' picks in ``_native.NativeStream``: no Python
     step per block, per piece or per batch. Only :meth:`take`, :meth:`submit` and the hint
-    cross, once a group of batches.
+    cross, once a group of batches (a shuffled stream also calls back once a window for its
+    permutation, and every stream once a piece to open it).
+
+    Args:
+        spans, pieces, layout, start, hint, open_reader, chunk_bytes, stats, epoch, segment,
+            host, skip_errors: as :class:`EpochStream`'s.
+        queue: the parse queue whose threads read the pieces, and where :meth:`submit`
+            queues the batches' parses.
     """
 
     def __init__(
