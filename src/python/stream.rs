@@ -115,6 +115,13 @@ impl Chunks {
     }
 }
 
+/// A piece taken from before it was opened: a bug, said as one (never a panic).
+fn not_open(piece: usize) -> PyErr {
+    pyo3::exceptions::PyRuntimeError::new_err(format!(
+        "piece {piece} is not open (this is a bug in jaxrec; please report it)"
+    ))
+}
+
 /// A reference count gone wrong: a bug, said as one (never a panic).
 fn lost(id: u64) -> PyErr {
     pyo3::exceptions::PyRuntimeError::new_err(format!(
@@ -484,10 +491,7 @@ impl NativeStream {
         count: u64,
         out: &mut Vec<u64>,
     ) -> PyResult<u64> {
-        let p = self
-            .pieces
-            .get_mut(&piece)
-            .ok_or_else(|| PyValueError::new_err(format!("piece {piece} is not open")))?;
+        let p = self.pieces.get_mut(&piece).ok_or_else(|| not_open(piece))?;
         p.take(
             py,
             count,
@@ -579,7 +583,7 @@ impl NativeStream {
                     }
                     for &p in &slots {
                         let queue = self.queue.get();
-                        let piece = self.pieces.get_mut(&p).ok_or_else(|| lost(p as u64))?;
+                        let piece = self.pieces.get_mut(&p).ok_or_else(|| not_open(p))?;
                         let queued = piece.ensure(
                             py,
                             rounds * k,
@@ -778,6 +782,8 @@ impl NativeStream {
                 .iter()
                 .any(|&(p, t)| p >= lengths.len() || (known && t > lengths[p]))
             || (at > 0 && at >= slots.len())
+            || in_block >= block_length
+            || (in_block > 0 && slots.is_empty())
         {
             return Err(PyValueError::new_err(
                 "the interleave state does not fit the pieces",

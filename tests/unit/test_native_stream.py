@@ -239,6 +239,8 @@ def test_the_native_stream_refuses_a_state_that_does_not_fit_its_pieces():
         native_stream(print, lengths=(5,), state=(2, [], 0, 0))
     with pytest.raises(ValueError, match="does not fit"):
         native_stream(print, lengths=(5, 5), state=(2, [(1, 6)], 0, 0))
+    with pytest.raises(ValueError, match="does not fit"):
+        native_stream(print, lengths=(5, 5), state=(2, [(1, 2)], 0, 4))  # blocks of 4
     queue, stream = native_stream(print)
     with pytest.raises(ValueError, match="batch_size"):
         stream.submit(0)
