@@ -18,7 +18,7 @@ import numpy as np
 from jaxrec import _native
 from jaxrec._assemble import assemble, flatten
 from jaxrec._composite import CompiledSpec, Composite, compile_features
-from jaxrec._loader.chunks import ChunkRegistry
+from jaxrec._loader.chunks import HOLE, ChunkRegistry, without_holes
 from jaxrec._spec import (
     KIND_FIXED,
     KIND_SEQUENCE,
@@ -471,16 +471,22 @@ class RowsQueue:
         handles = np.asarray(handles, dtype=np.uint64)
         first, count = self._queue.submit_handles(chunks, ids, handles, batch_size)
         b = batch_size
+        if len(handles) and handles.max() == HOLE:
+            # Records skipped as bad: their positions are padding, not rows.
+            real = (handles != HOLE).astype(np.int64)
+            reals = np.add.reduceat(real, np.arange(0, len(handles), b)).tolist()
+        else:
+            reals = [min(b, len(handles) - k * b) for k in range(count)]
         if self._form is not None:
             # Finished batches name a bad record natively: no Python locator to make (a
             # closure a batch was ~1 us of the planner's, which every thread waits for).
-            return [(first + k, None, min(b, len(handles) - k * b)) for k in range(count)]
+            return [(first + k, None, reals[k]) for k in range(count)]
         by_id = dict(zip(ids, chunks, strict=True))
         return [
             (
                 first + k,
-                _in_handles(by_id, handles[k * b : (k + 1) * b]),
-                min(b, len(handles) - k * b),
+                _in_handles(by_id, without_holes(handles[k * b : (k + 1) * b])),
+                reals[k],
             )
             for k in range(count)
         ]
@@ -491,7 +497,7 @@ class RowsQueue:
         return self._form is not None
 
     def submit_held(self, stream: _native.NativeStream, batch_size: int) -> list[tuple]:
-        """Queues the records a native stream holds as batches of ``batch_size`` rows.
+        """Queues the records a native stream holds as batches of ``batch_size`` positions.
 
         The stream reads on this queue (``NativeStream.take``), and its batches are parsed
         here; only a queue that :attr:`finishes` takes them (a bad record is named natively).
@@ -500,9 +506,8 @@ class RowsQueue:
             the batches' tickets, in order, for :meth:`result`.
         """
         assert self._form is not None
-        n, b = stream.held, batch_size
-        first, count = stream.submit(b)
-        return [(first + k, None, min(b, n - k * b)) for k in range(count)]
+        first, count, reals = stream.submit(batch_size)
+        return [(first + k, None, reals[k]) for k in range(count)]
 
     def result(
         self, ticket: tuple, timeout: float | None = None

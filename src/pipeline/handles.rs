@@ -65,6 +65,33 @@ pub fn rows_between(id: u64, indices: &[u64], first: u64, last: Option<u64>) -> 
         .collect()
 }
 
+/// `indices` (ascending, within `first..end`) as runs: `(kept, start, len)`, a run of
+/// consecutive indices kept (`start` its first place in `indices`) or of indices missing (the
+/// records skipped), covering `first..end` in order: where a skipping reader left gaps in a
+/// counted piece (the Loader's native stream hands out a hole for each missing record).
+pub fn holes_and_runs(indices: &[u64], first: u64, end: u64) -> Vec<(bool, usize, usize)> {
+    let mut runs = Vec::new();
+    let mut expected = first;
+    let mut at = 0;
+    while at < indices.len() {
+        let index = indices[at];
+        if index > expected {
+            runs.push((false, 0, (index - expected) as usize));
+        }
+        let start = at;
+        while at + 1 < indices.len() && indices[at + 1] == indices[at] + 1 {
+            at += 1;
+        }
+        at += 1;
+        runs.push((true, start, at - start));
+        expected = indices[at - 1] + 1;
+    }
+    if end > expected {
+        runs.push((false, 0, (end - expected) as usize));
+    }
+    runs
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -153,5 +180,22 @@ mod tests {
                 "{idx:?} {first} {last:?}"
             );
         }
+    }
+
+    #[test]
+    fn holes_and_runs_cover_the_range_in_order() {
+        assert_eq!(holes_and_runs(&[5, 6, 7], 5, 8), vec![(true, 0, 3)]);
+        assert_eq!(
+            holes_and_runs(&[6, 7, 9], 4, 12),
+            vec![
+                (false, 0, 2),
+                (true, 0, 2),
+                (false, 0, 1),
+                (true, 2, 1),
+                (false, 0, 2)
+            ]
+        );
+        assert_eq!(holes_and_runs(&[], 3, 5), vec![(false, 0, 2)]);
+        assert_eq!(holes_and_runs(&[], 3, 3), vec![]);
     }
 }

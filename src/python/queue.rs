@@ -134,6 +134,10 @@ impl State {
     }
 }
 
+/// A handle that stands where a counted record was skipped as bad (`jaxrec/_loader/chunks.py`'s
+/// `HOLE`): the batch that holds its position has one row fewer.
+pub(super) const HOLE: u64 = u64::MAX;
+
 /// Batches a consumer that has to wait for one waits for in all: asleep, it is woken once the one
 /// it wants and the next `WAKE_AFTER - 1` queued are done (or sooner: see [`State::may_go`]), not
 /// at each batch; at its deadline it takes its batch if done. When the parses are what it waits on,
@@ -655,7 +659,8 @@ impl ParseQueue {
     ///
     /// Handle `h` is record `h & 0xFFFF_FFFF` of the chunk whose id is `h >> 32`; `chunks` and
     /// `ids` are chunks and their ids (the Loader's chunk registry), of which the batches keep
-    /// only those they use.
+    /// only those they use. A hole (`2**64 - 1`, a record skipped as bad) takes a position of
+    /// its batch and gives no row.
     ///
     /// One call for a group of batches: a call per batch cost the planner the GIL, a
     /// conversion of its picks and a wake-up of a thread each time, and turning handles into
@@ -706,6 +711,11 @@ impl ParseQueue {
                     .position(|&h| h >> 32 != id)
                     .unwrap_or(rest.len());
                 let (this, after) = rest.split_at(run);
+                if first == HOLE {
+                    // Records skipped as bad (a run of holes: no chunk has that many rows).
+                    rest = after;
+                    continue;
+                }
                 let found = by_id
                     .binary_search_by_key(&id, |&(id, _)| id)
                     .ok()

@@ -31,9 +31,10 @@ use pyo3::types::PyDict;
 use pyo3::{PyTraverseError, PyVisit};
 
 use super::errors::file_changed;
-use super::queue::ParseQueue;
+use super::queue::{ParseQueue, HOLE};
 use super::records::{Chunk, RecordReader};
 use crate::pipeline::block_size::AutoBlocks;
+use crate::pipeline::handles;
 use crate::pipeline::interleave::{Interleave, Step};
 
 /// Seconds between a waiting read's checks for signals (Ctrl-C).
@@ -42,7 +43,9 @@ const POLL_SECONDS: f64 = 0.1;
 /// Bits of a handle that hold the row (`jaxrec/_loader/chunks.py`).
 const ROW_BITS: u32 = 32;
 
-/// Wanted rows of chunk `id` that a piece has not handed out yet.
+/// Wanted rows of chunk `id` that a piece has not handed out yet; with `id` [`HOLE`],
+/// `rows.len()` records of a counted piece that its reader skipped as bad (each handed out as
+/// a hole, which keeps the records after it at their counted positions).
 struct Entry {
     id: u64,
     rows: Range<usize>,
@@ -104,7 +107,9 @@ impl Chunks {
     /// Releases the references of records `handles`, a run of one chunk at a time.
     fn release_all(&mut self, handles: &[u64]) -> PyResult<()> {
         for run in handles.chunk_by(|a, b| a >> ROW_BITS == b >> ROW_BITS) {
-            self.release(run[0] >> ROW_BITS, run.len() as u64)?;
+            if run[0] != HOLE {
+                self.release(run[0] >> ROW_BITS, run.len() as u64)?;
+            }
         }
         Ok(())
     }
@@ -208,7 +213,7 @@ impl Piece {
             return Ok(false);
         };
         let c = &chunk.inner;
-        self.next_index = c.next_index;
+        let before = std::mem::replace(&mut self.next_index, c.next_index);
         // A reader's chunk holds its records in file order: the wanted ones are one range.
         let lo = c.indices.partition_point(|&i| i < self.first);
         let last = self.last.unwrap_or(u64::MAX);
@@ -220,7 +225,33 @@ impl Piece {
         }
         n.records += (hi - lo) as u64;
         n.bytes += nbytes as u64;
-        if hi > lo {
+        if self.skip_errors {
+            // Skipping, the records the reader skipped leave holes: the chunk covers the
+            // file's records `before..next_index`, its rows those it kept. (An uncounted
+            // piece's holes keep its records taken equal to its records read, which is where
+            // a resume opens it.)
+            let end = self
+                .last
+                .map_or(c.next_index, |last| c.next_index.min(last + 1));
+            let first = before.max(self.first);
+            let runs = handles::holes_and_runs(&c.indices[lo..hi], first, end);
+            let id = if hi > lo {
+                let id = chunks.add(Py::new(py, chunk)?);
+                let refs = runs.iter().filter(|r| r.0).count() as u64;
+                chunks.retain(id, refs.saturating_sub(1))?;
+                id
+            } else {
+                HOLE
+            };
+            for (kept, start, len) in runs {
+                let (id, rows) = if kept {
+                    (id, lo + start..lo + start + len)
+                } else {
+                    (HOLE, 0..len)
+                };
+                self.queue.push_back(Entry { id, rows });
+            }
+        } else if hi > lo {
             let id = chunks.add(Py::new(py, chunk)?);
             self.queue.push_back(Entry { id, rows: lo..hi });
         }
@@ -248,14 +279,28 @@ impl Piece {
                     if self.need.is_some() && !self.skip_errors {
                         return Err(self.short());
                     }
-                    // Uncounted, its end; skipping, records its reader skipped as bad: the
-                    // plan counted them, the batches will not (the reader counts them).
-                    self.found += need;
-                    break;
+                    if self.need.is_some() {
+                        // Skipping, the file ended short (the reader counted the records it
+                        // skipped): holes keep the positions, as for any record skipped.
+                        out.extend(std::iter::repeat_n(HOLE, need as usize));
+                        self.found += need;
+                        need = 0;
+                    }
+                    break; // (uncounted: the piece's end)
                 }
                 continue;
             };
             let got = need.min(e.rows.len() as u64);
+            if e.id == HOLE {
+                out.extend(std::iter::repeat_n(HOLE, got as usize));
+                e.rows.start += got as usize;
+                need -= got;
+                self.found += got;
+                if e.rows.is_empty() {
+                    self.queue.pop_front();
+                }
+                continue;
+            }
             let base = e.id << ROW_BITS;
             let rows = e.rows.start..e.rows.start + got as usize;
             out.extend(rows.map(|r| base | r as u64));
@@ -319,7 +364,9 @@ impl Piece {
         }
         self.reader = None;
         for e in self.queue.drain(..) {
-            chunks.release(e.id, 1)?;
+            if e.id != HOLE {
+                chunks.release(e.id, 1)?;
+            }
         }
         Ok(())
     }
@@ -913,13 +960,14 @@ impl NativeStream {
         self.hint = Some(self.take_hint());
     }
 
-    /// Queues the held records as consecutive batches of `batch_size` rows (the last may be
-    /// shorter) on the stream's queue; returns `(first ticket, batches)`.
+    /// Queues the held records as consecutive batches of `batch_size` positions (the last may
+    /// be shorter) on the stream's queue; returns `(first ticket, batches, rows of each)`: a
+    /// record skipped as bad (a hole) takes a position and gives no row.
     ///
     /// Raises:
     ///     ValueError: `batch_size` is 0.
     ///     RuntimeError: the queue is closed.
-    fn submit(&mut self, py: Python<'_>, batch_size: usize) -> PyResult<(u64, u64)> {
+    fn submit(&mut self, py: Python<'_>, batch_size: usize) -> PyResult<(u64, u64, Vec<usize>)> {
         if batch_size == 0 {
             return Err(PyValueError::new_err("batch_size must be at least 1"));
         }
@@ -932,6 +980,9 @@ impl NativeStream {
         for part in self.held.chunks(batch_size) {
             let mut picks = Vec::with_capacity(part.len());
             for run in part.chunk_by(|a, b| a >> ROW_BITS == b >> ROW_BITS) {
+                if run[0] == HOLE {
+                    continue;
+                }
                 let id = run[0] >> ROW_BITS;
                 let i = self.chunks.index(id).ok_or_else(|| lost(id))?;
                 if place[i] == usize::MAX {
@@ -943,13 +994,14 @@ impl NativeStream {
             }
             parts.push(picks);
         }
-        let queued = self.queue.get().enqueue_parses(used, parts)?;
+        let reals = parts.iter().map(Vec::len).collect();
+        let (first, count) = self.queue.get().enqueue_parses(used, parts)?;
         let held = std::mem::take(&mut self.held);
         let released = self.chunks.release_all(&held);
         self.held = held;
         self.held.clear();
         released?;
-        Ok(queued)
+        Ok((first, count, reals))
     }
 
     /// Records held for :meth:`submit`.

@@ -7,6 +7,10 @@ they name straight from the chunks' buffers.
 
 A handle is only meaningful while its chunk is registered; a saved state never holds handles
 (a position is arithmetic on record counts, see :mod:`jaxrec._loader.state`).
+
+:data:`HOLE` stands where a counted record was skipped as bad (``on_error="skip"``): it keeps
+the records after it at their counted positions, so that a batch holds exactly the records of
+its positions (the skipped ones padding) and a resume starts where the run stopped.
 """
 
 from __future__ import annotations
@@ -17,10 +21,18 @@ import numpy as np
 
 from jaxrec import _native
 
-__all__ = ["ChunkRegistry", "chunk_ids"]
+__all__ = ["HOLE", "ChunkRegistry", "chunk_ids", "without_holes"]
 
 _ROW_BITS = 32
 _ROW_MASK = (1 << _ROW_BITS) - 1
+HOLE = np.uint64((1 << 64) - 1)  # no chunk holds 2**32 - 1 records (blocks are <= 8 MiB)
+
+
+def without_holes(handles: np.ndarray) -> np.ndarray:
+    """``handles`` less its :data:`HOLE` s (itself when it has none)."""
+    if len(handles) == 0 or handles.max() != HOLE:
+        return handles
+    return handles[handles != HOLE]
 
 
 def _distinct(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

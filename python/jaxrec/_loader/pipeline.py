@@ -118,9 +118,21 @@ class Place:
         records: records the group's batches hold.
         batch_size: rows per batch.
         last: the group's batch that ends the epoch (-1: none).
+        reals: each batch's rows that hold records, where records were skipped as bad (their
+            positions are padding); None: every batch is full up to ``records``.
     """
 
-    __slots__ = ("batch_size", "before", "done", "epoch", "hint", "last", "records", "segments")
+    __slots__ = (
+        "batch_size",
+        "before",
+        "done",
+        "epoch",
+        "hint",
+        "last",
+        "reals",
+        "records",
+        "segments",
+    )
 
     def __init__(
         self,
@@ -132,13 +144,16 @@ class Place:
         records: int,
         batch_size: int,
         last: int,
+        reals: list[int] | None = None,
     ) -> None:
         self.epoch, self.segments, self.hint = epoch, segments, hint
         self.before, self.done, self.records = before, done, records
-        self.batch_size, self.last = batch_size, last
+        self.batch_size, self.last, self.reals = batch_size, last, reals
 
     def real(self, j: int) -> int:
         """Rows of batch ``j`` that hold records."""
+        if self.reals is not None:
+            return self.reals[j] if j < len(self.reals) else 0
         return max(0, min(self.batch_size, self.records - j * self.batch_size))
 
     def position(self, j: int) -> LoaderPosition:
@@ -546,12 +561,28 @@ class Pipeline:
                             return
                         tickets = stream.submit(self.parses, b)
                     else:
-                        chunks, which, rows = stream.resolve_taken()
+                        chunks, which, rows, bounds = stream.resolve_taken(b)
                     if plan is None:
                         last = group - 1 if stream.exhausted else -1
                     else:
                         last = plan.batches - 1 - done if plan.batches - done <= group else -1
-                    place = Place(epoch, segments, hint, before, done, records, b, last)
+                    if s.transforms is None:
+                        reals = [t[2] for t in tickets]
+                    else:
+                        reals = [hi - lo for lo, hi in bounds]
+                    # (Where records were skipped as bad, their positions are padding.)
+                    skipped = sum(reals) < records
+                    place = Place(
+                        epoch,
+                        segments,
+                        hint,
+                        before,
+                        done,
+                        records,
+                        b,
+                        last,
+                        reals if skipped else None,
+                    )
                     done += group
                     if s.transforms is None:
                         # A ticket for each batch with records; those past them (a segment's
@@ -560,7 +591,7 @@ class Pipeline:
                         self.inflight.add([(None, place, j) for j in range(len(tickets), group)])
                     else:
                         for j in range(group):
-                            lo, hi = min(j * b, records), min((j + 1) * b, records)
+                            lo, hi = bounds[j] if j < len(bounds) else (len(which), len(which))
                             # With transforms a batch is one job on the pool, submitted only
                             # once it fits: a group's worth of transformed batches would pile up.
                             limit = self.inflight.limit(1)

@@ -18,7 +18,7 @@ from collections.abc import Callable
 import numpy as np
 
 from jaxrec import _native
-from jaxrec._loader.chunks import ChunkRegistry
+from jaxrec._loader.chunks import HOLE, ChunkRegistry
 from jaxrec._loader.pieces import Pieces
 from jaxrec._loader.spans import SpanTable
 from jaxrec._loader.stats import Stats
@@ -275,7 +275,7 @@ class PieceReader:
         if chunk is None:
             self.ahead = None
             return False
-        self.next_index = int(chunk.next_index)
+        before, self.next_index = self.next_index, int(chunk.next_index)
         # The handles of the wanted rows, made once per chunk (takes hand out views of them),
         # under the id the chunk gets if any row is wanted.
         cid = self.registry.next_id
@@ -284,6 +284,9 @@ class PieceReader:
             handles = ChunkRegistry.handles(cid, rows)
         else:
             handles = chunk.handles_between(cid, self.first, self.last)
+        kept = len(handles)
+        if self.keep is None and self.skip_errors:
+            handles = self._with_holes(chunk, handles, before)
         nbytes = chunk.payload_bytes
         framed = len(chunk)
         if self.auto_chunks and framed:
@@ -293,11 +296,30 @@ class PieceReader:
                 min(_AUTO_MAX_BYTES, max(AUTO_CHUNK_BYTES, _AUTO_RECORDS * per_record))
             )
         if len(handles):
-            self.registry.add(self.file, chunk, nbytes)
+            if kept:
+                self.registry.add(self.file, chunk, nbytes)
             self.queue.append([cid, chunk, handles, 0])
-        self.stats.add(records=len(handles), bytes=nbytes)
+        self.stats.add(records=kept, bytes=nbytes)
         self._read_ahead()
         return True
+
+    def _with_holes(self, chunk: _native.Chunk, handles: np.ndarray, before: int) -> np.ndarray:
+        """The piece's handles of ``chunk``, a :data:`HOLE` for each record skipped.
+
+        The chunk covers the file's records ``before .. chunk.next_index - 1``; those of the
+        piece that its reader skipped as bad are missing from ``handles``. (An uncounted
+        piece's holes keep its records taken equal to its records read, which is where a
+        resume opens it.)
+        """
+        lo, hi = max(before, self.first), int(chunk.next_index) - 1
+        if self.last is not None:
+            hi = min(hi, self.last)
+        if len(handles) >= hi - lo + 1:
+            return handles
+        full = np.full(max(0, hi - lo + 1), HOLE, dtype=np.uint64)
+        rows = (handles & np.uint64(0xFFFF_FFFF)).astype(np.int64)
+        full[chunk.indices[rows].astype(np.int64) - lo] = handles
+        return full
 
     def take(self, n: int) -> np.ndarray:
         """The next ``n`` handles of the piece.
@@ -313,6 +335,8 @@ class PieceReader:
                 self.ended = True
                 if self.need is not None:
                     self._short(need)
+                    if self.keep is None:  # skipped at the end: holes keep the positions
+                        parts.append(np.full(need, HOLE, dtype=np.uint64))
                 break
             if not self.queue:
                 continue
@@ -347,6 +371,8 @@ class PieceReader:
         """``(byte offset, record index)`` of the next record to take, if known."""
         if self.queue:
             _cid, chunk, handles, at = self.queue[0]
+            if handles[at] == HOLE:  # a skipped record: none to resume at
+                return None
             return chunk.position(ChunkRegistry.split(int(handles[at]))[1])
         return None
 

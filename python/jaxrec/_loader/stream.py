@@ -28,7 +28,7 @@ import numpy as np
 
 from jaxrec import _native
 from jaxrec._io.paths import is_url
-from jaxrec._loader.chunks import ChunkRegistry, chunk_ids
+from jaxrec._loader.chunks import HOLE, ChunkRegistry, chunk_ids, without_holes
 from jaxrec._loader.interleave import InterleaveState, Rounds, steps, taken_before
 from jaxrec._loader.pieces import Pieces
 from jaxrec._loader.readers import (
@@ -392,9 +392,23 @@ class EpochStream:
         """Queues the records taken on ``parses`` in batches of ``batch_size``: their tickets."""
         return parses.submit_handles(*self.registry.live(), self._taken, batch_size)
 
-    def resolve_taken(self) -> tuple[list[_native.Chunk], np.ndarray, np.ndarray]:
-        """The records taken as ``(chunks, which, rows)`` (:meth:`resolve`)."""
-        return self.resolve(self._taken)
+    def resolve_taken(
+        self, batch_size: int
+    ) -> tuple[list[_native.Chunk], np.ndarray, np.ndarray, list[tuple[int, int]]]:
+        """The records taken as ``(chunks, which, rows)`` (:meth:`resolve`), and their batches.
+
+        The fourth item says where each batch of ``batch_size`` positions lies in them:
+        ``[(lo, hi), ...]`` (the positions of records skipped as bad hold none).
+        """
+        taken, b = self._taken, batch_size
+        n, real = len(taken), without_holes(self._taken)
+        # Where each batch of positions ends among the records kept.
+        ends = [min((j + 1) * b, n) for j in range(-(-n // b))]
+        if len(real) < n:
+            kept = np.cumsum(taken != HOLE)
+            ends = [int(kept[end - 1]) for end in ends]
+        bounds = list(zip([0, *ends[:-1]], ends, strict=True))
+        return (*self.resolve(real), bounds)
 
     @property
     def record_bytes(self) -> float | None:
