@@ -449,8 +449,7 @@ type Hint = (u64, Interleave, Vec<(usize, (u64, u64))>);
 /// need, skip)`, with `reader` a `RecordReader` (None when the piece needs no record), `last`
 /// and `need` None for a piece of uncounted records. Pieces are counted (`lengths` >= 0) or
 /// uncounted (all -1): those end where their readers do, as Python's `_interleave_unknown`
-/// has it.
-/// With `window` records a shuffle window, `window_order(w, size)` is the order window `w`
+/// has it. With `window` records a shuffle window, `window_order(w, size)` is the order window `w`
 /// emits its records in (an int64 permutation of `size`).
 #[pyclass(module = "jaxrec._native")]
 pub(super) struct NativeStream {
@@ -476,7 +475,8 @@ pub(super) struct NativeStream {
     auto: AutoBlocks,
     pieces: OpenPieces,
     chunks: Chunks,
-    /// A shuffled stream's records read and permuted, not yet taken.
+    /// Records read and not yet taken: a shuffled stream's permuted window, an uncounted
+    /// stream's record read beyond its last take.
     pending: VecDeque<u64>,
     /// The records taken since the last submit.
     held: Vec<u64>,
@@ -489,6 +489,7 @@ pub(super) struct NativeStream {
     read_records: u64,
     read_bytes: u64,
     hint: Option<Hint>,
+    /// Bad records are skipped (`on_error="skip"`): each leaves a hole.
     skip_errors: bool,
     /// Skipping, the counters (`RecordReader.stats()`) of the readers closed since the last
     /// `counters()`: what they skipped.
