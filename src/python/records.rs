@@ -164,12 +164,7 @@ impl Chunk {
     /// Payload bytes in the chunk.
     #[getter]
     fn payload_bytes(&self) -> usize {
-        self.inner
-            .starts
-            .iter()
-            .zip(&self.inner.ends)
-            .map(|(s, e)| e - s)
-            .sum()
+        self.inner.payload_bytes()
     }
 }
 

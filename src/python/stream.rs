@@ -218,7 +218,7 @@ impl Piece {
         let lo = c.indices.partition_point(|&i| i < self.first);
         let last = self.last.unwrap_or(u64::MAX);
         let hi = c.indices.partition_point(|&i| i <= last).max(lo);
-        let nbytes: usize = c.starts.iter().zip(&c.ends).map(|(s, e)| e - s).sum();
+        let nbytes = c.payload_bytes();
         // The records framed, wanted or not, say how large this piece's records are.
         if let Some(size) = self.auto.and_then(|a| a.after(nbytes, c.len())) {
             self.block_bytes = size;
@@ -328,7 +328,7 @@ impl Piece {
         loop {
             let queued = self.queued();
             if queued >= n || !self.fill(py, queue, chunks, counters)? {
-                return Ok(queued.max(self.queued()));
+                return Ok(queued); // (a fill that found no block queued nothing)
             }
         }
     }
@@ -550,6 +550,33 @@ impl NativeStream {
         )
     }
 
+    /// `rounds` whole rounds of `pieces` (open) into `out`: each piece's records taken in one
+    /// go, then interleaved a block at a time.
+    fn take_rounds(
+        &mut self,
+        py: Python<'_>,
+        pieces: &[usize],
+        rounds: u64,
+        out: &mut Vec<u64>,
+    ) -> PyResult<()> {
+        let each = rounds * self.block_length;
+        let mut per = std::mem::take(&mut self.per_piece);
+        per.resize_with(pieces.len(), Vec::new);
+        let mut got = Ok(0);
+        for (&p, handles) in pieces.iter().zip(per.iter_mut()) {
+            handles.clear();
+            got = self.take_from(py, p, each, handles);
+            if got.is_err() {
+                break;
+            }
+        }
+        if got.is_ok() {
+            round_robin(&per[..pieces.len()], rounds, self.block_length, out);
+        }
+        self.per_piece = per; // kept, errors or not: no fresh memory a group
+        got.map(drop)
+    }
+
     /// The next up to `records` records in interleave order, into `out`.
     fn interleave(&mut self, py: Python<'_>, records: u64, out: &mut Vec<u64>) -> PyResult<()> {
         let mut left = records;
@@ -564,23 +591,8 @@ impl NativeStream {
                     for &p in &pieces {
                         self.open(py, p)?;
                     }
-                    let each = rounds * k;
-                    let mut per = std::mem::take(&mut self.per_piece);
-                    per.resize_with(pieces.len(), Vec::new);
-                    let mut got = Ok(0);
-                    for (&p, handles) in pieces.iter().zip(per.iter_mut()) {
-                        handles.clear();
-                        got = self.take_from(py, p, each, handles);
-                        if got.is_err() {
-                            break;
-                        }
-                    }
-                    if got.is_ok() {
-                        round_robin(&per[..pieces.len()], rounds, k, out);
-                    }
-                    self.per_piece = per;
-                    got?;
-                    let got = each * pieces.len() as u64;
+                    self.take_rounds(py, &pieces, rounds, out)?;
+                    let got = rounds * k * pieces.len() as u64;
                     left -= got;
                     self.position += got;
                 }
@@ -644,21 +656,7 @@ impl NativeStream {
                 }
                 if rounds >= 2 && self.state.in_block == 0 {
                     let each = rounds * k;
-                    let mut per = std::mem::take(&mut self.per_piece);
-                    per.resize_with(slots.len(), Vec::new);
-                    let mut taken = Ok(0);
-                    for (&p, handles) in slots.iter().zip(per.iter_mut()) {
-                        handles.clear();
-                        taken = self.take_from(py, p, each, handles);
-                        if taken.is_err() {
-                            break;
-                        }
-                    }
-                    if taken.is_ok() {
-                        round_robin(&per[..slots.len()], rounds, k, out);
-                    }
-                    self.per_piece = per;
-                    taken?;
+                    self.take_rounds(py, &slots, rounds, out)?;
                     for slot in &mut self.state.slots {
                         slot.1 += each;
                     }

@@ -114,6 +114,11 @@ impl Chunk {
         self.starts.len()
     }
 
+    /// Payload bytes of all its records.
+    pub fn payload_bytes(&self) -> usize {
+        self.starts.iter().zip(&self.ends).map(|(s, e)| e - s).sum()
+    }
+
     /// True when the chunk holds no record.
     pub fn is_empty(&self) -> bool {
         self.starts.is_empty()

@@ -58,6 +58,17 @@ def test_the_registry_counts_and_lists_what_it_holds():
     assert r.live() == ([], []) and (r.nbytes, r.records) == (0, 0)
 
 
+def small_chunks_loader(tmp_path, **kw):
+    """A Loader (batches of 8) of 2,000 records read in chunks of 2: ~1,000 chunks an epoch."""
+    import jaxrec as jr
+
+    path = tmp_path / "a.tfrecord"
+    with jr.TFRecordWriter(path) as w:
+        w.write_many([jr.encode_example({"id": i}) for i in range(2000)])
+    spec = {"id": jr.FixedLenFeature([], np.int64)}
+    return jr.Loader(str(path), spec, 8, chunk_bytes=64, **kw)
+
+
 @pytest.mark.parametrize("shuffle_buffer", [0, 64])
 def test_a_stream_keeps_only_the_chunks_it_still_needs(tmp_path, shuffle_buffer):
     # Chunks of 2 records, 2,000 records: about 1,000 chunks in the epoch. Taken records'
@@ -65,17 +76,10 @@ def test_a_stream_keeps_only_the_chunks_it_still_needs(tmp_path, shuffle_buffer)
     # slack of 64) stay held, however few takes a shuffled epoch makes (one per window).
     import concurrent.futures
 
-    import jaxrec as jr
     from jaxrec._loader.readers import PoolReads
     from jaxrec._loader.state import LoaderPosition
 
-    path = tmp_path / "a.tfrecord"
-    with jr.TFRecordWriter(path) as w:
-        w.write_many([jr.encode_example({"id": i}) for i in range(2000)])
-    spec = {"id": jr.FixedLenFeature([], np.int64)}
-    loader = jr.Loader(
-        str(path), spec, 8, chunk_bytes=64, shuffle=True, seed=0, shuffle_buffer=shuffle_buffer
-    )
+    loader = small_chunks_loader(tmp_path, shuffle=True, seed=0, shuffle_buffer=shuffle_buffer)
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         stream, _ = loader._open_segment(LoaderPosition(), PoolReads(pool, loader._stats))
         held, taken = [], 0
@@ -85,6 +89,36 @@ def test_a_stream_keeps_only_the_chunks_it_still_needs(tmp_path, shuffle_buffer)
         stream.close()
     assert taken == 2000
     assert max(held) < 200, max(held)  # not the epoch's thousand
+
+
+@pytest.mark.parametrize("shuffle_buffer", [0, 64])
+def test_the_native_stream_keeps_only_the_chunks_it_still_needs(tmp_path, shuffle_buffer):
+    # Chunks of 2 records, 2,000 records: about 1,000 chunks in the epoch. A chunk goes as soon
+    # as its piece and the records taken from it (submitted) let go: a window's or a take's
+    # worth stay held, and none once closed.
+    from jaxrec._loader import stream as stream_mod
+    from jaxrec._loader.readers import QueueReads
+    from jaxrec._loader.state import LoaderPosition
+    from jaxrec._parse import RowsQueue
+
+    loader = small_chunks_loader(tmp_path, shuffle=shuffle_buffer > 0, shuffle_buffer=64)
+    rows = RowsQueue(loader.parser, 1, loader._batcher)
+    try:
+        reads = QueueReads(rows.native, loader._stats, remote=None, finishes=True)
+        stream, _ = loader._open_segment(LoaderPosition(), reads)
+        assert isinstance(stream, stream_mod.NativeStream)
+        held, taken = [], 0
+        while n := stream.take(8):
+            taken += n
+            stream.submit(rows, 8)
+            held.append(stream._native.chunks_held)
+        stream.close()
+        assert stream._native.chunks_held == 0
+    finally:
+        rows.close()
+    assert taken == 2000
+    # A window of 64 records is 32 chunks; unshuffled, the one a take ends inside.
+    assert max(held) <= (33 if shuffle_buffer else 2), max(held)  # not the epoch's thousand
 
 
 @pytest.mark.parametrize("counted", [True, False])

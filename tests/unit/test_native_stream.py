@@ -247,41 +247,6 @@ def test_the_native_stream_refuses_a_state_that_does_not_fit_its_pieces():
     queue.close()
 
 
-@pytest.mark.parametrize("shuffle_buffer", [0, 64])
-def test_the_native_stream_keeps_only_the_chunks_it_still_needs(tmp_path, shuffle_buffer):
-    # Chunks of 2 records, 2,000 records: about 1,000 chunks in the epoch. A chunk goes as soon
-    # as its piece and the records taken from it (submitted) let go: a window's or a take's
-    # worth stay held, and none once closed.
-    from jaxrec._loader.readers import QueueReads
-    from jaxrec._loader.state import LoaderPosition
-    from jaxrec._parse import RowsQueue
-
-    path = tmp_path / "a.tfrecord"
-    with jr.TFRecordWriter(path) as w:
-        w.write_many([jr.encode_example({"id": i}) for i in range(2000)])
-    spec = {"id": jr.FixedLenFeature([], np.int64)}
-    loader = jr.Loader(
-        str(path), spec, 8, chunk_bytes=64, shuffle=shuffle_buffer > 0, shuffle_buffer=64
-    )
-    rows = RowsQueue(loader.parser, 1, loader._batcher)
-    try:
-        reads = QueueReads(rows.native, loader._stats, remote=None, finishes=True)
-        stream, _ = loader._open_segment(LoaderPosition(), reads)
-        assert isinstance(stream, stream_mod.NativeStream)
-        held, taken = [], 0
-        while n := stream.take(8):
-            taken += n
-            stream.submit(rows, 8)
-            held.append(stream._native.chunks_held)
-        stream.close()
-        assert stream._native.chunks_held == 0
-    finally:
-        rows.close()
-    assert taken == 2000
-    # A window of 64 records is 32 chunks; unshuffled, the one a take ends inside.
-    assert max(held) <= (33 if shuffle_buffer else 2), max(held)  # not the epoch's thousand
-
-
 @pytest.mark.parametrize("native", [True, False])
 def test_a_record_skipped_as_bad_leaves_its_position_empty(tmp_path, monkeypatch, native):
     # Records 3, 8 and 13 of 15 are bad: each batch holds exactly the good records of its

@@ -32,6 +32,7 @@ __all__ = [
     "QueueReads",
     "Reads",
     "open_span",
+    "range_bounds",
 ]
 
 OpenReader = Callable[..., _native.RecordReader]  # opens a file at start_offset= / start_index=
@@ -55,6 +56,23 @@ _AUTO_RECORDS = 48
 _AUTO_MAX_BYTES = _native.MAX_POOLED_BLOCK - (1 << 20)
 # The rule as the native stream takes it (src/pipeline/block_size.rs applies it there).
 AUTO_BLOCKS = (AUTO_CHUNK_BYTES, _AUTO_RECORDS, _AUTO_MAX_BYTES)
+
+
+def range_bounds(
+    spans: SpanTable, pieces: Pieces, i: int, taken: int
+) -> tuple[int, int | None, int | None]:
+    """``(first, last, need)`` of range piece ``i`` after its first ``taken`` records.
+
+    ``first`` and ``last`` are indices in the file, ``need`` the records wanted; a piece of a
+    span of unknown length has neither ``last`` nor ``need`` (it ends where its span does).
+    Counts may come from metadata (a manifest, a TFDS dataset_info.json): they are arithmetic
+    here and never size an allocation.
+    """
+    base = int(spans.first_index[int(pieces.span[i])])
+    lo, hi = int(pieces.lo[i]) + taken, int(pieces.hi[i])
+    if hi < 0:
+        return base + lo, None, None
+    return base + lo, base + hi - 1, max(0, hi - lo)
 
 
 def open_span(
@@ -214,15 +232,9 @@ class PieceReader:
         base = int(spans.first_index[span])
         self.keep: np.ndarray | None = None  # wanted indices in the file, for a subset piece
         self.last: int | None = None  # the last wanted index; None: to the span's end
-        if pieces.hi[i] < 0:  # a span of unknown length: all of it from record lo + taken
-            self.first = base + int(pieces.lo[i]) + taken
-            self.need: int | None = None
-        elif pieces.keep[i] is None:
-            # A range: its ends by arithmetic. Counts may come from metadata (a manifest, a
-            # TFDS dataset_info.json), so they never size an allocation.
-            lo, hi = int(pieces.lo[i]) + taken, int(pieces.hi[i])
-            self.need = max(0, hi - lo)
-            self.first, self.last = base + lo, base + hi - 1
+        self.need: int | None
+        if pieces.keep[i] is None:
+            self.first, self.last, self.need = range_bounds(spans, pieces, i, taken)
         else:
             self.keep = pieces.records(i)[taken:] + base
             self.need = len(self.keep)

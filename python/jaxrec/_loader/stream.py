@@ -38,6 +38,7 @@ from jaxrec._loader.readers import (
     QueueReads,
     Reads,
     open_span,
+    range_bounds,
 )
 from jaxrec._loader.shuffle import Layout, window_order
 from jaxrec._loader.spans import SpanTable
@@ -461,24 +462,18 @@ class _PieceOpener:
         ``first`` and ``last`` are indices in the file; a piece that needs no record gets no
         reader; an uncounted one no ``last`` nor ``need``.
         """
-        spans, pieces = self.spans, self.pieces
-        taken = self.resume_taken.pop(piece, 0)
-        hint = self.hint_files.pop(piece, None)
-        span = int(pieces.span[piece])
+        spans = self.spans
+        span = int(self.pieces.span[piece])
         path = spans.paths[int(spans.file[span])]
-        base = int(spans.first_index[span])
-        # Counts may come from metadata (a manifest, a TFDS dataset_info.json): they never
-        # size an allocation (reads are sized by bytes).
-        lo, hi = int(pieces.lo[piece]) + taken, int(pieces.hi[piece])
-        last = need = None  # a span of unknown length: all of it from record lo
-        if hi >= 0:
-            if hi <= lo:
-                return None, path, 0, 0, 0, 0
-            last, need = base + hi - 1, hi - lo
-        reader, skip = open_span(spans, span, base + lo, hint, self.open_reader)
+        taken = self.resume_taken.pop(piece, 0)
+        first, last, need = range_bounds(spans, self.pieces, piece, taken)
+        if need == 0:
+            return None, path, 0, 0, 0, 0
+        hint = self.hint_files.pop(piece, None)
+        reader, skip = open_span(spans, span, first, hint, self.open_reader)
         if not isinstance(reader, _native.RecordReader):
             raise JaxrecError(f"{path}: a native stream needs a local file (this is a bug)")
-        return reader, path, base + lo, last, need, skip
+        return reader, path, first, last, need, skip
 
 
 class NativeStream:
@@ -491,9 +486,9 @@ class NativeStream:
     permutation, and every stream once a piece to open it).
 
     Args:
-        spans, pieces, layout, start, hint, open_reader, chunk_bytes, stats, epoch, segment,
-            host, skip_errors: as :class:`EpochStream`'s.
-        queue: the parse queue whose threads read the pieces, and where :meth:`submit`
+        spans, pieces, layout, epoch, segment, host, start, hint, open_reader, chunk_bytes,
+            stats, skip_errors: as :class:`EpochStream`'s.
+        reads: the parse queue whose threads read the pieces, and where :meth:`submit`
             queues the batches' parses.
     """
 
@@ -505,13 +500,13 @@ class NativeStream:
         *,
         start: int = 0,
         hint: StreamHint | None = None,
-        open_reader: OpenReader,
-        chunk_bytes: int | None,
-        queue: _native.ParseQueue,
-        stats: Stats,
         epoch: int,
         segment: int,
         host: int,
+        open_reader: OpenReader,
+        chunk_bytes: int | None,
+        reads: QueueReads,
+        stats: Stats,
         skip_errors: bool,
     ) -> None:
         self._stats = stats
@@ -539,7 +534,7 @@ class NativeStream:
             ),
             base,
             opener,
-            queue,
+            reads.queue,
             chunk_bytes,
             AUTO_BLOCKS,
             w,
@@ -611,20 +606,7 @@ class NativeStream:
 
 
 def open_stream(
-    spans: SpanTable,
-    pieces: Pieces,
-    layout: Layout,
-    *,
-    epoch: int,
-    segment: int,
-    host: int,
-    start: int = 0,
-    hint: StreamHint | None = None,
-    open_reader: OpenReader,
-    chunk_bytes: int | None,
-    reads: Reads,
-    stats: Stats,
-    skip_errors: bool,
+    spans: SpanTable, pieces: Pieces, layout: Layout, **kw: Any
 ) -> EpochStream | NativeStream:
     """A stream of this host's share of a segment (the arguments are :class:`EpochStream`'s).
 
@@ -634,43 +616,14 @@ def open_stream(
     :class:`EpochStream`: the subsets of an elastic resume, URLs, transforms, a parse that
     finishes its batches in Python (sparse and ragged features).
     """
+    reads = kw["reads"]
+    counted = pieces.hi >= 0  # (a dataset's spans are all counted or none)
     native = (
         NATIVE_STREAMS
         and isinstance(reads, QueueReads)
         and reads.finishes
         and all(k is None for k in pieces.keep)
-        and len({bool(h >= 0) for h in pieces.hi.tolist()}) <= 1
+        and bool(counted.all() or not counted.any())
         and not any(is_url(spans.paths[int(spans.file[s])]) for s in set(pieces.span.tolist()))
     )
-    if native:
-        assert isinstance(reads, QueueReads)
-        return NativeStream(
-            spans,
-            pieces,
-            layout,
-            start=start,
-            hint=hint,
-            open_reader=open_reader,
-            chunk_bytes=chunk_bytes,
-            queue=reads.queue,
-            stats=stats,
-            epoch=epoch,
-            segment=segment,
-            host=host,
-            skip_errors=skip_errors,
-        )
-    return EpochStream(
-        spans,
-        pieces,
-        layout,
-        epoch=epoch,
-        segment=segment,
-        host=host,
-        start=start,
-        hint=hint,
-        open_reader=open_reader,
-        chunk_bytes=chunk_bytes,
-        reads=reads,
-        stats=stats,
-        skip_errors=skip_errors,
-    )
+    return (NativeStream if native else EpochStream)(spans, pieces, layout, **kw)
