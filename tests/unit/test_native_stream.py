@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from shards import break_records
 
 import jaxrec as jr
 from jaxrec._loader import stream as stream_mod
@@ -35,11 +36,7 @@ def write_files(root, sizes, bad_every=0):
                     ]
                 )
             if bad_every and n:
-                offsets = np.concatenate([c.file_offsets for c in jr.read_chunks(str(path))])
-                data = bytearray(path.read_bytes())
-                for i in range(3 % bad_every, n, bad_every):
-                    data[int(offsets[i]) + 12] ^= 0xFF  # the payload's first byte
-                path.write_bytes(bytes(data))
+                break_records(path, range(3 % bad_every, n, bad_every))
         paths.append(str(path))
     return paths
 

@@ -297,7 +297,7 @@ class PieceReader:
         else:
             handles = chunk.handles_between(cid, self.first, self.last)
         kept = len(handles)
-        if self.keep is None and self.skip_errors:
+        if self.skip_errors:
             handles = self._with_holes(chunk, handles, before)
         nbytes = chunk.payload_bytes
         framed = len(chunk)
@@ -319,18 +319,27 @@ class PieceReader:
         """The piece's handles of ``chunk``, a :data:`HOLE` for each record skipped.
 
         The chunk covers the file's records ``before .. chunk.next_index - 1``; those of the
-        piece that its reader skipped as bad are missing from ``handles``. (An uncounted
-        piece's holes keep its records taken equal to its records read, which is where a
-        resume opens it.)
+        piece that its reader skipped as bad are missing from ``handles``. A hole keeps each
+        later record at the place the plan counted it at, so the records taken are the plan's
+        (a resume opens the piece past them). (An uncounted piece's holes keep its records
+        taken equal to its records read, which is where a resume opens it.)
         """
         lo, hi = max(before, self.first), int(chunk.next_index) - 1
         if self.last is not None:
             hi = min(hi, self.last)
-        if len(handles) >= hi - lo + 1:
+        if self.keep is None:
+            wanted = hi - lo + 1
+        else:  # a subset: the records of it in lo..hi
+            wanted = int(np.searchsorted(self.keep, hi, "right") - np.searchsorted(self.keep, lo))
+        if len(handles) >= wanted:
             return handles
-        full = np.full(max(0, hi - lo + 1), HOLE, dtype=np.uint64)
+        full = np.full(max(0, wanted), HOLE, dtype=np.uint64)
         rows = (handles & np.uint64(0xFFFF_FFFF)).astype(np.int64)
-        full[chunk.indices[rows].astype(np.int64) - lo] = handles
+        indices = chunk.indices[rows].astype(np.int64)
+        if self.keep is None:
+            full[indices - lo] = handles
+        else:
+            full[np.searchsorted(self.keep, indices) - np.searchsorted(self.keep, lo)] = handles
         return full
 
     def take(self, n: int) -> np.ndarray:
@@ -347,8 +356,8 @@ class PieceReader:
                 self.ended = True
                 if self.need is not None:
                     self._short(need)
-                    if self.keep is None:  # skipped at the end: holes keep the positions
-                        parts.append(np.full(need, HOLE, dtype=np.uint64))
+                    # Skipped at the end: holes keep the positions.
+                    parts.append(np.full(need, HOLE, dtype=np.uint64))
                 break
             if not self.queue:
                 continue
