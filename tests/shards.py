@@ -25,6 +25,9 @@ def break_records(path, indices) -> None:
     payload byte flipped): the reader finds them bad, and ``on_error="skip"`` skips them."""
     import numpy as np
 
+    indices = list(indices)
+    if not indices:
+        return
     offsets = np.concatenate([c.file_offsets for c in jr.read_chunks(str(path))])
     with open(path, "r+b") as f:
         for i in indices:

@@ -6,9 +6,12 @@ from __future__ import annotations
 import functools
 import itertools
 import json
+import shutil
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from shards import break_records, write_shards
 
 import jaxrec as jr
@@ -96,7 +99,7 @@ def run_hosts(make, hosts, batches=None):
     for h in range(hosts):
         loader = make(h, hosts)
         it = iter(loader)
-        got = [ids_of(b) for b in (itertools.islice(it, batches) if batches else it)]
+        got = [ids_of(b) for b in (it if batches is None else itertools.islice(it, batches))]
         out.append((got, json.loads(json.dumps(loader.state())), loader))
         it.close()
     return out
@@ -197,6 +200,78 @@ def test_elastic_resume_after_skipped_records_keeps_every_good_record_once(tmp_p
     for hosts, batches in [(3, first), (2, second), (4, None)]:
         runs = run_hosts(functools.partial(make, state=state), hosts, batches)
         yielded += [i for got, _, _ in runs for b in got for i in b]
+        state = runs[0][1]
+    assert sorted(yielded) == good
+
+
+@pytest.fixture(scope="module")
+def bad_shards(tmp_path_factory):
+    """``paths(sizes, bad_every)``: shards of ``sizes`` records, every ``bad_every``-th bad."""
+    root = tmp_path_factory.mktemp("bad_shards")
+
+    def paths(sizes, bad_every):
+        folder = root / f"{'-'.join(map(str, sizes))}-bad{bad_every}"
+        if not folder.exists():
+            making = root / "making"  # renamed when whole: a failed write leaves no folder
+            shutil.rmtree(making, ignore_errors=True)
+            making.mkdir()
+            for f, (path, n) in enumerate(zip(write(making, sizes), sizes, strict=True)):
+                if bad_every:
+                    break_records(path, range(f % bad_every, n, bad_every))
+            making.rename(folder)
+        return sorted(str(p) for p in folder.iterdir())
+
+    return paths
+
+
+@given(
+    sizes=st.lists(st.integers(0, 70), min_size=1, max_size=4),
+    bad_every=st.sampled_from([0, 2, 3, 7]),
+    segments=st.lists(
+        st.tuples(st.integers(1, 4), st.integers(1, 6), st.integers(0, 5)), min_size=1, max_size=3
+    ),
+    last_hosts=st.integers(1, 4),
+    shuffle=st.booleans(),
+    buffer=st.sampled_from([1, 8, 40]),
+    span_bytes=st.sampled_from([256, 1 << 20]),
+)
+def test_resumes_on_any_host_counts_keep_every_good_record_once(
+    bad_shards, sizes, bad_every, segments, last_hosts, shuffle, buffer, span_bytes
+):
+    # Loaders that read: runs stopped and resumed on other host counts and batch sizes, bad
+    # records skipped, give each good record exactly once, and a segment's hosts the same
+    # number of batches.
+    paths = bad_shards(sizes, bad_every)
+    bad = {
+        f * 10_000 + i
+        for f, n in enumerate(sizes)
+        if bad_every
+        for i in range(f % bad_every, n, bad_every)
+    }
+    good = sorted(set(all_ids(sizes)) - bad)
+    if not good:
+        return
+
+    def make(h, n, *, batch, state):
+        return jr.Loader(
+            paths,
+            SPEC,
+            batch,
+            shuffle=shuffle,
+            seed=5,
+            shuffle_buffer=buffer,
+            span_bytes=span_bytes,
+            on_error="skip",
+            process_index=h,
+            process_count=n,
+            state=state,
+        )
+
+    yielded, state = [], None
+    for hosts, batch, batches in [*segments, (last_hosts, 3, None)]:
+        runs = run_hosts(functools.partial(make, batch=batch, state=state), hosts, batches)
+        yielded += [i for got, _, _ in runs for b in got for i in b]
+        assert len({len(got) for got, _, _ in runs}) == 1
         state = runs[0][1]
     assert sorted(yielded) == good
 
