@@ -72,6 +72,24 @@ def test_shares_are_balanced_whatever_the_files(tmp_path, sizes, hosts, drop):
         assert sorted(seen) == all_ids(sizes)
 
 
+@pytest.mark.parametrize("transform", [None, lambda b: b])
+def test_a_host_with_no_records_yields_padding_as_the_others_do(tmp_path, transform):
+    # One record, two hosts: the second host's share is empty, and it yields the one padded
+    # batch the first yields, with transforms (batches made on the pool) too: that path once
+    # raised on a group of nothing taken.
+    paths = write(tmp_path, [1])
+    got = [
+        [
+            ids_of(b)
+            for b in jr.Loader(
+                paths, SPEC, 3, process_index=h, process_count=2, transform=transform
+            )
+        ]
+        for h in range(2)
+    ]
+    assert sorted(got) == [[[]], [[0]]]
+
+
 def test_shares_are_redealt_every_epoch(tmp_path):
     paths = write(tmp_path, [300] * 8)
     for p in paths:
@@ -234,9 +252,20 @@ def bad_shards(tmp_path_factory):
     shuffle=st.booleans(),
     buffer=st.sampled_from([1, 8, 40]),
     span_bytes=st.sampled_from([256, 1 << 20]),
+    interleave=st.sampled_from([(16, 16), (2, 3), (1, 1)]),
+    transform=st.booleans(),
 )
 def test_resumes_on_any_host_counts_keep_every_good_record_once(
-    bad_shards, sizes, bad_every, segments, last_hosts, shuffle, buffer, span_bytes
+    bad_shards,
+    sizes,
+    bad_every,
+    segments,
+    last_hosts,
+    shuffle,
+    buffer,
+    span_bytes,
+    interleave,
+    transform,
 ):
     # Loaders that read: runs stopped and resumed on other host counts and batch sizes, bad
     # records skipped, give each good record exactly once, and a segment's hosts the same
@@ -261,6 +290,9 @@ def test_resumes_on_any_host_counts_keep_every_good_record_once(
             seed=5,
             shuffle_buffer=buffer,
             span_bytes=span_bytes,
+            cycle_length=interleave[0],
+            block_length=interleave[1],
+            transform=(lambda b: b) if transform else None,  # (records read on the pool)
             on_error="skip",
             process_index=h,
             process_count=n,

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import itertools
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -408,7 +409,7 @@ class EpochStream:
         if len(real) < n:
             kept = np.cumsum(taken != HOLE)
             ends = [int(kept[end - 1]) for end in ends]
-        bounds = list(zip([0, *ends[:-1]], ends, strict=True))
+        bounds = list(itertools.pairwise([0, *ends]))  # (none when nothing was taken)
         return (*self.resolve(real), bounds)
 
     @property
