@@ -202,7 +202,7 @@ class ParseQueue:
 
 @final
 class NativeStream:
-    """A host's records of a segment: ranges of local files, read and queued natively."""
+    """A host's records of a segment: ranges or subsets of local files, read and queued natively."""
 
     def __new__(
         cls,
@@ -212,7 +212,16 @@ class NativeStream:
         state: tuple[int, list[tuple[int, int]], int, int],
         position: int,
         open_piece: Callable[
-            [int], tuple[RecordReader | None, str, int, int | None, int | None, int]
+            [int],
+            tuple[
+                RecordReader | None,
+                str,
+                int,
+                int | None,
+                int | None,
+                int,
+                npt.NDArray[np.uint64] | None,
+            ],
         ],
         queue: ParseQueue,
         block_bytes: int | None,

@@ -65,29 +65,29 @@ pub fn rows_between(id: u64, indices: &[u64], first: u64, last: Option<u64>) -> 
         .collect()
 }
 
-/// `indices` (ascending, within `first..end`) as runs: `(kept, start, len)`, a run of
-/// consecutive indices kept (`start` its first place in `indices`) or of indices missing (the
-/// records skipped), covering `first..end` in order: where a skipping reader left gaps in a
-/// counted piece (the Loader's native stream hands out a hole for each missing record).
-pub fn holes_and_runs(indices: &[u64], first: u64, end: u64) -> Vec<(bool, usize, usize)> {
-    let mut runs = Vec::new();
-    let mut expected = first;
-    let mut at = 0;
-    while at < indices.len() {
-        let index = indices[at];
-        if index > expected {
-            runs.push((false, 0, (index - expected) as usize));
+/// A chunk's `indices` (ascending: the file's records it holds) against the `wanted` ones
+/// (ascending), as runs in `wanted`'s order: `(true, start, len)`, wanted records held in rows
+/// `start..start + len` of the chunk; `(false, 0, len)`, wanted records it does not hold (its
+/// reader skipped them as bad). A piece of the Loader's native stream queues a chunk's records
+/// this way: a range of the file's records or a subset of them (an elastic resume's), and a
+/// hole for each one missing, which keeps the records after it at their counted positions.
+pub fn wanted_runs(
+    indices: &[u64],
+    wanted: impl IntoIterator<Item = u64>,
+) -> Vec<(bool, usize, usize)> {
+    let mut runs: Vec<(bool, usize, usize)> = Vec::new();
+    let mut row = 0;
+    for index in wanted {
+        while indices.get(row).is_some_and(|&i| i < index) {
+            row += 1;
         }
-        let start = at;
-        while at + 1 < indices.len() && indices[at + 1] == indices[at] + 1 {
-            at += 1;
+        let held = indices.get(row) == Some(&index);
+        match runs.last_mut() {
+            Some((true, start, len)) if held && *start + *len == row => *len += 1,
+            Some((false, _, len)) if !held => *len += 1,
+            _ => runs.push((held, if held { row } else { 0 }, 1)),
         }
-        at += 1;
-        runs.push((true, start, at - start));
-        expected = indices[at - 1] + 1;
-    }
-    if end > expected {
-        runs.push((false, 0, (end - expected) as usize));
+        row += usize::from(held);
     }
     runs
 }
@@ -183,10 +183,11 @@ mod tests {
     }
 
     #[test]
-    fn holes_and_runs_cover_the_range_in_order() {
-        assert_eq!(holes_and_runs(&[5, 6, 7], 5, 8), vec![(true, 0, 3)]);
+    fn wanted_runs_cover_the_wanted_records_in_order() {
+        assert_eq!(wanted_runs(&[5, 6, 7], 5..8), vec![(true, 0, 3)]);
+        // A range with records skipped: holes between the rows held.
         assert_eq!(
-            holes_and_runs(&[6, 7, 9], 4, 12),
+            wanted_runs(&[6, 7, 9], 4..12),
             vec![
                 (false, 0, 2),
                 (true, 0, 2),
@@ -195,7 +196,14 @@ mod tests {
                 (false, 0, 2)
             ]
         );
-        assert_eq!(holes_and_runs(&[], 3, 5), vec![(false, 0, 2)]);
-        assert_eq!(holes_and_runs(&[], 3, 3), vec![]);
+        assert_eq!(wanted_runs(&[], 3..5), vec![(false, 0, 2)]);
+        assert_eq!(wanted_runs(&[], 3..3), vec![]);
+        // A subset: records held but not wanted split the runs; wanted ones missing are holes.
+        assert_eq!(
+            wanted_runs(&[10, 11, 12, 14, 15, 16], [10, 11, 13, 14, 16]),
+            vec![(true, 0, 2), (false, 0, 1), (true, 3, 1), (true, 5, 1)]
+        );
+        assert_eq!(wanted_runs(&[1, 2, 3], [0, 4]), vec![(false, 0, 2)]);
+        assert_eq!(wanted_runs(&[1, 2, 3], [2, 3]), vec![(true, 1, 2)]);
     }
 }

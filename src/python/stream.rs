@@ -2,12 +2,12 @@
 //! with no Python step per block, per piece or per batch.
 //!
 //! The native twin of `jaxrec/_loader/stream.py`'s `EpochStream` for the Loader's common case:
-//! pieces that are ranges of local files (counted, or read to their ends), reads on the parse
-//! queue, shuffled by windows or not, bad records raised or skipped. It takes the same records
-//! in the same order (the interleave of [`crate::pipeline::interleave`], each window in the
-//! permutation Python draws for it), reads the same blocks (each open piece one block ahead on
-//! the queue's threads) and says where its readers stood the same way (the hint), so a state
-//! saved from either resumes on either.
+//! pieces that are ranges of local files (counted, or read to their ends) or subsets of them
+//! (an elastic resume's), reads on the parse queue, shuffled by windows or not, bad records
+//! raised or skipped. It takes the same records in the same order (the interleave of
+//! [`crate::pipeline::interleave`], each window in the permutation Python draws for it), reads
+//! the same blocks (each open piece one block ahead on the queue's threads) and says where its
+//! readers stood the same way (the hint), so a state saved from either resumes on either.
 //!
 //! ```text
 //! take(n)        the next n records (fewer at the segment's end): reads waited for with the
@@ -142,17 +142,23 @@ struct Counters {
     read_seconds: f64,
 }
 
-/// One open piece: records `first..=last` of a file (`readers.py`'s `PieceReader`); a piece of
-/// uncounted records (`last` and `need` None) ends where its reader does.
+/// One open piece: records `first..=last` of a file (`readers.py`'s `PieceReader`), or a subset
+/// of them (`keep`); a piece of uncounted records (`last` and `need` None) ends where its
+/// reader does.
 struct Piece {
     reader: Option<Py<RecordReader>>,
     path: String,
     first: u64,
     last: Option<u64>,
+    /// The records wanted, for a subset piece (an elastic resume's): ascending indices in the
+    /// file, `first` and `last` among them.
+    keep: Option<Vec<u64>>,
     need: Option<u64>,
     found: u64,
     /// Index in the file of the record after the last block read.
     next_index: u64,
+    /// Skipping, the first record not yet handed out, good or bad (see `fill`).
+    holes_from: u64,
     /// Records to frame past before the first block (from the span's start or a hint).
     skip: u64,
     block_bytes: usize,
@@ -213,47 +219,64 @@ impl Piece {
             return Ok(false);
         };
         let c = &chunk.inner;
-        let before = std::mem::replace(&mut self.next_index, c.next_index);
-        // A reader's chunk holds its records in file order: the wanted ones are one range.
-        let lo = c.indices.partition_point(|&i| i < self.first);
-        let last = self.last.unwrap_or(u64::MAX);
-        let hi = c.indices.partition_point(|&i| i <= last).max(lo);
+        self.next_index = c.next_index;
         let nbytes = c.payload_bytes();
         // The records framed, wanted or not, say how large this piece's records are.
         if let Some(size) = self.auto.and_then(|a| a.after(nbytes, c.len())) {
             self.block_bytes = size;
         }
-        n.records += (hi - lo) as u64;
         n.bytes += nbytes as u64;
-        if self.skip_errors {
-            // Skipping, the records the reader skipped leave holes: the chunk covers the
-            // file's records `before..next_index`, its rows those it kept. (An uncounted
-            // piece's holes keep its records taken equal to its records read, which is where
-            // a resume opens it.)
-            let end = self
-                .last
-                .map_or(c.next_index, |last| c.next_index.min(last + 1));
-            let first = before.max(self.first);
-            let runs = handles::holes_and_runs(&c.indices[lo..hi], first, end);
-            let id = if hi > lo {
-                let id = chunks.add(Py::new(py, chunk)?);
-                let refs = runs.iter().filter(|r| r.0).count() as u64;
-                chunks.retain(id, refs.saturating_sub(1))?;
-                id
-            } else {
-                HOLE
+        // The chunk holds the file's records its reader kept, in file order; the piece wants
+        // those from `first` to `last`, or those of them in `keep`.
+        let end = self.last.map_or(u64::MAX, |last| last.saturating_add(1));
+        let mut runs = if self.keep.is_none() && !self.skip_errors {
+            // Every record of the range is held: one run.
+            let lo = c.indices.partition_point(|&i| i < self.first);
+            let hi = c.indices.partition_point(|&i| i < end).max(lo);
+            vec![(true, lo, hi - lo)]
+        } else {
+            // Skipping, each record the reader skipped leaves a hole before the next good one
+            // (`holes_from`: the first record not yet handed out, good or bad). Bad records
+            // after the last good one wait for the next: a read from elsewhere (a resume's, its
+            // blocks starting at other records) may frame them in another block, or in none at
+            // all (a read that frames only bad records gives no block), and the positions must
+            // not depend on where blocks begin. A counted piece's bad records at its end are
+            // holes from `take`; an uncounted piece's are never handed out (a resume reads them
+            // again, to skip them again).
+            let from = self.holes_from;
+            let chunk_end = c.next_index.min(end);
+            let mut runs = match &self.keep {
+                Some(keep) => {
+                    let wanted = &keep[keep.partition_point(|&i| i < from)..];
+                    let wanted = &wanted[..wanted.partition_point(|&i| i < chunk_end)];
+                    handles::wanted_runs(&c.indices, wanted.iter().copied())
+                }
+                None => handles::wanted_runs(&c.indices, from..chunk_end),
             };
+            while runs.last().is_some_and(|r| !r.0) {
+                runs.pop();
+            }
+            if let Some(&(_, start, len)) = runs.last() {
+                self.holes_from = c.indices[start + len - 1] + 1;
+            }
+            runs
+        };
+        runs.retain(|r| r.2 > 0);
+        let held: usize = runs.iter().filter(|r| r.0).map(|r| r.2).sum();
+        n.records += held as u64;
+        if held > 0 {
+            // One reference a run of its rows.
+            let id = chunks.add(Py::new(py, chunk)?);
+            let refs = runs.iter().filter(|r| r.0).count() as u64;
+            chunks.retain(id, refs - 1)?;
             for (kept, start, len) in runs {
                 let (id, rows) = if kept {
-                    (id, lo + start..lo + start + len)
+                    (id, start..start + len)
                 } else {
                     (HOLE, 0..len)
                 };
                 self.queue.push_back(Entry { id, rows });
             }
-        } else if hi > lo {
-            let id = chunks.add(Py::new(py, chunk)?);
-            self.queue.push_back(Entry { id, rows: lo..hi });
         }
         self.read_ahead(py, queue)?;
         Ok(true)
@@ -430,14 +453,15 @@ fn round_robin(per: &[Vec<u64>], rounds: u64, k: u64, out: &mut Vec<u64>) {
     }
 }
 
-/// What `open_piece` returns: `(reader, path, first, last, need, skip)`.
-type Opened = (
+/// What `open_piece` returns: `(reader, path, first, last, need, skip, keep)`.
+type Opened<'py> = (
     Option<Py<RecordReader>>,
     String,
     u64,
     Option<u64>,
     Option<u64>,
     u64,
+    Option<PyReadonlyArray1<'py, u64>>,
 );
 
 /// Where the interleave and the open pieces' readers stood: `(position, interleave, files)`.
@@ -446,8 +470,9 @@ type Hint = (u64, Interleave, Vec<(usize, (u64, u64))>);
 /// A host's records of one segment, read on a parse queue and queued there as batches.
 ///
 /// `open_piece(i)` opens piece `i` where its next record is: `(reader, path, first, last,
-/// need, skip)`, with `reader` a `RecordReader` (None when the piece needs no record), `last`
-/// and `need` None for a piece of uncounted records. Pieces are counted (`lengths` >= 0) or
+/// need, skip, keep)`, with `reader` a `RecordReader` (None when the piece needs no record), `last`
+/// and `need` None for a piece of uncounted records, `keep` the uint64 indices in the file of
+/// a subset piece's records (None for a range). Pieces are counted (`lengths` >= 0) or
 /// uncounted (all -1): those end where their readers do, as Python's `_interleave_unknown`
 /// has it. With `window` records a shuffle window, `window_order(w, size)` is the order window `w`
 /// emits its records in (an int64 permutation of `size`).
@@ -502,21 +527,26 @@ impl NativeStream {
         if self.pieces.contains_key(&piece) {
             return Ok(());
         }
-        let (reader, path, first, last, need, skip): Opened = self
+        let opened = self
             .open_piece
             .as_ref()
             .ok_or_else(|| PyValueError::new_err("the stream was cleared"))?
-            .call1(py, (piece,))?
-            .extract(py)?;
+            .bind(py)
+            .call1((piece,))?;
+        let (reader, path, first, last, need, skip, keep): Opened = opened.extract()?;
         let auto = self.block_bytes.is_none().then_some(self.auto);
         let mut p = Piece {
             reader,
             path,
             first,
             last,
+            keep: keep
+                .map(|k| k.as_slice().map(<[u64]>::to_vec))
+                .transpose()?,
             need,
             found: 0,
             next_index: first,
+            holes_from: first,
             skip,
             block_bytes: self.block_bytes.unwrap_or(self.auto.min),
             auto,

@@ -32,7 +32,7 @@ __all__ = [
     "QueueReads",
     "Reads",
     "open_span",
-    "range_bounds",
+    "piece_bounds",
 ]
 
 OpenReader = Callable[..., _native.RecordReader]  # opens a file at start_offset= / start_index=
@@ -58,21 +58,28 @@ _AUTO_MAX_BYTES = _native.MAX_POOLED_BLOCK - (1 << 20)
 AUTO_BLOCKS = (AUTO_CHUNK_BYTES, _AUTO_RECORDS, _AUTO_MAX_BYTES)
 
 
-def range_bounds(
+def piece_bounds(
     spans: SpanTable, pieces: Pieces, i: int, taken: int
-) -> tuple[int, int | None, int | None]:
-    """``(first, last, need)`` of range piece ``i`` after its first ``taken`` records.
+) -> tuple[int, int | None, int | None, np.ndarray | None]:
+    """``(first, last, need, keep)`` of piece ``i`` after its first ``taken`` records.
 
     ``first`` and ``last`` are indices in the file, ``need`` the records wanted; a piece of a
-    span of unknown length has neither ``last`` nor ``need`` (it ends where its span does).
-    Counts may come from metadata (a manifest, a TFDS dataset_info.json): they are arithmetic
-    here and never size an allocation.
+    span of unknown length has neither ``last`` nor ``need`` (it ends where its span does). A
+    subset piece (an elastic resume's) has ``keep``, the uint64 indices in the file of the
+    records it wants, ``first`` and ``last`` among them; a range has None. Counts may come
+    from metadata (a manifest, a TFDS dataset_info.json): they are arithmetic here and never
+    size an allocation.
     """
     base = int(spans.first_index[int(pieces.span[i])])
+    if pieces.keep[i] is not None:
+        keep = (pieces.records(i)[taken:] + base).astype(np.uint64)
+        if not len(keep):
+            return base, None, 0, keep
+        return int(keep[0]), int(keep[-1]), len(keep), keep
     lo, hi = int(pieces.lo[i]) + taken, int(pieces.hi[i])
     if hi < 0:
-        return base + lo, None, None
-    return base + lo, base + hi - 1, max(0, hi - lo)
+        return base + lo, None, None, None
+    return base + lo, base + hi - 1, max(0, hi - lo), None
 
 
 def open_span(
@@ -229,18 +236,11 @@ class PieceReader:
         span = int(pieces.span[i])
         self.file = int(spans.file[span])
         self.path = spans.paths[self.file]
-        base = int(spans.first_index[span])
-        self.keep: np.ndarray | None = None  # wanted indices in the file, for a subset piece
-        self.last: int | None = None  # the last wanted index; None: to the span's end
-        self.need: int | None
-        if pieces.keep[i] is None:
-            self.first, self.last, self.need = range_bounds(spans, pieces, i, taken)
-        else:
-            self.keep = pieces.records(i)[taken:] + base
-            self.need = len(self.keep)
-            if self.need:
-                self.first, self.last = int(self.keep[0]), int(self.keep[-1])
+        # last: the last wanted index (None: to the span's end); keep: the wanted indices in
+        # the file, for a subset piece.
+        self.first, self.last, self.need, self.keep = piece_bounds(spans, pieces, i, taken)
         self.found = 0
+        self.holes_from = self.first  # the first record not yet handed out, good or bad
         self.ended = False
         self.registry = registry
         self.auto_chunks = chunk_bytes is None
@@ -287,18 +287,18 @@ class PieceReader:
         if chunk is None:
             self.ahead = None
             return False
-        before, self.next_index = self.next_index, int(chunk.next_index)
+        self.next_index = int(chunk.next_index)
         # The handles of the wanted rows, made once per chunk (takes hand out views of them),
         # under the id the chunk gets if any row is wanted.
         cid = self.registry.next_id
         if self.keep is not None:
-            rows = np.flatnonzero(np.isin(chunk.indices.astype(np.int64), self.keep))
+            rows = np.flatnonzero(np.isin(chunk.indices, self.keep))
             handles = ChunkRegistry.handles(cid, rows)
         else:
             handles = chunk.handles_between(cid, self.first, self.last)
         kept = len(handles)
         if self.skip_errors:
-            handles = self._with_holes(chunk, handles, before)
+            handles = self._with_holes(chunk, handles)
         nbytes = chunk.payload_bytes
         framed = len(chunk)
         if self.auto_chunks and framed:
@@ -315,31 +315,40 @@ class PieceReader:
         self._read_ahead()
         return True
 
-    def _with_holes(self, chunk: _native.Chunk, handles: np.ndarray, before: int) -> np.ndarray:
-        """The piece's handles of ``chunk``, a :data:`HOLE` for each record skipped.
+    def _with_holes(self, chunk: _native.Chunk, handles: np.ndarray) -> np.ndarray:
+        """The piece's handles of ``chunk``, a :data:`HOLE` before each for the records skipped.
 
-        The chunk covers the file's records ``before .. chunk.next_index - 1``; those of the
-        piece that its reader skipped as bad are missing from ``handles``. A hole keeps each
-        later record at the place the plan counted it at, so the records taken are the plan's
-        (a resume opens the piece past them). (An uncounted piece's holes keep its records
-        taken equal to its records read, which is where a resume opens it.)
+        The piece's records from ``self.holes_from`` to the last of ``handles`` that its reader
+        skipped as bad are missing from ``handles``; each gets a hole, which keeps the records
+        after it at the positions the plan counted. Bad records after the last good one wait
+        for the next good one: a read from elsewhere (a resume's, its blocks starting at other
+        records) may frame them in another block, or in none at all (a read that frames only
+        bad records gives no block), and the positions must not depend on where blocks begin.
+        A counted piece's bad records at its end are holes from :meth:`take`; an uncounted
+        piece's are never handed out, and a resume reads them again (to skip them again).
         """
-        lo, hi = max(before, self.first), int(chunk.next_index) - 1
-        if self.last is not None:
-            hi = min(hi, self.last)
+        if not len(handles):
+            return handles
+        lo = self.holes_from
+        hi = int(chunk.indices[int(handles[-1] & np.uint64(0xFFFF_FFFF))])
+        self.holes_from = hi + 1
         if self.keep is None:
             wanted = hi - lo + 1
         else:  # a subset: the records of it in lo..hi
-            wanted = int(np.searchsorted(self.keep, hi, "right") - np.searchsorted(self.keep, lo))
+            wanted = int(
+                np.searchsorted(self.keep, np.uint64(hi), "right")
+                - np.searchsorted(self.keep, np.uint64(lo))
+            )
         if len(handles) >= wanted:
             return handles
-        full = np.full(max(0, wanted), HOLE, dtype=np.uint64)
+        full = np.full(wanted, HOLE, dtype=np.uint64)
         rows = (handles & np.uint64(0xFFFF_FFFF)).astype(np.int64)
-        indices = chunk.indices[rows].astype(np.int64)
+        indices = chunk.indices[rows]
         if self.keep is None:
-            full[indices - lo] = handles
+            full[indices.astype(np.int64) - lo] = handles
         else:
-            full[np.searchsorted(self.keep, indices) - np.searchsorted(self.keep, lo)] = handles
+            at = np.searchsorted(self.keep, indices) - np.searchsorted(self.keep, np.uint64(lo))
+            full[at] = handles
         return full
 
     def take(self, n: int) -> np.ndarray:

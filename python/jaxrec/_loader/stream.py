@@ -7,8 +7,9 @@ reads them, and the window shuffle (:mod:`jaxrec._loader.shuffle`) permutes each
 travel as handles into chunks (:mod:`jaxrec._loader.chunks`), never as Python objects.
 
 A :class:`NativeStream` is the same stream run natively (``_native.NativeStream``), for
-the Loader's common case: ranges of local files, counted or not, shuffled or not, reads and
-parses on the parse queue (:func:`open_stream` picks). Its Python steps per block and per
+the Loader's common case: ranges of local files or subsets of them (an elastic resume's),
+counted or not, shuffled or not, reads and parses on the parse queue (:func:`open_stream`
+picks). Its Python steps per block and per
 piece were ~4 us of the ~75 us of CPU a tokens batch costs, on the thread that takes the
 batches.
 
@@ -39,7 +40,7 @@ from jaxrec._loader.readers import (
     QueueReads,
     Reads,
     open_span,
-    range_bounds,
+    piece_bounds,
 )
 from jaxrec._loader.shuffle import Layout, window_order
 from jaxrec._loader.spans import SpanTable
@@ -458,23 +459,24 @@ class _PieceOpener:
         self.hint_files = dict(hint.files) if hint is not None else {}
 
     def __call__(self, piece: int) -> tuple:
-        """``(reader, path, first, last, need, skip)`` of piece ``piece``.
+        """``(reader, path, first, last, need, skip, keep)`` of piece ``piece``.
 
         ``first`` and ``last`` are indices in the file; a piece that needs no record gets no
-        reader; an uncounted one no ``last`` nor ``need``.
+        reader; an uncounted one no ``last`` nor ``need``; a subset piece the indices in the
+        file it wants (``keep``, see :func:`~jaxrec._loader.readers.piece_bounds`).
         """
         spans = self.spans
         span = int(self.pieces.span[piece])
         path = spans.paths[int(spans.file[span])]
         taken = self.resume_taken.pop(piece, 0)
-        first, last, need = range_bounds(spans, self.pieces, piece, taken)
+        first, last, need, keep = piece_bounds(spans, self.pieces, piece, taken)
         if need == 0:
-            return None, path, 0, 0, 0, 0
+            return None, path, 0, 0, 0, 0, None
         hint = self.hint_files.pop(piece, None)
         reader, skip = open_span(spans, span, first, hint, self.open_reader)
         if not isinstance(reader, _native.RecordReader):
             raise JaxrecError(f"{path}: a native stream needs a local file (this is a bug)")
-        return reader, path, first, last, need, skip
+        return reader, path, first, last, need, skip, keep
 
 
 class NativeStream:
@@ -612,9 +614,9 @@ def open_stream(
     """A stream of this host's share of a segment (the arguments are :class:`EpochStream`'s).
 
     A :class:`NativeStream` where the native one does all the share needs: every piece a
-    range of a local file, all counted or all not, reads on a parse queue that finishes its
-    batches natively; shuffled or not, bad records raised or skipped. Otherwise an
-    :class:`EpochStream`: the subsets of an elastic resume, URLs, transforms, a parse that
+    range of a local file or a subset of one (an elastic resume's), all counted or all not,
+    reads on a parse queue that finishes its batches natively; shuffled or not, bad records
+    raised or skipped. Otherwise an :class:`EpochStream`: URLs, transforms, a parse that
     finishes its batches in Python (sparse and ragged features).
     """
     reads = kw["reads"]
@@ -623,7 +625,6 @@ def open_stream(
         NATIVE_STREAMS
         and isinstance(reads, QueueReads)
         and reads.finishes
-        and all(k is None for k in pieces.keep)
         and bool(counted.all() or not counted.any())
         and not any(is_url(spans.paths[int(spans.file[s])]) for s in set(pieces.span.tolist()))
     )
