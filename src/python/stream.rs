@@ -24,7 +24,7 @@
 use std::collections::VecDeque;
 use std::ops::Range;
 
-use numpy::PyReadonlyArray1;
+use numpy::{PyArray1, PyReadonlyArray1};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -522,6 +522,52 @@ pub(super) struct NativeStream {
 }
 
 impl NativeStream {
+    /// The held records as batches of `batch_size` positions: the chunks they use (each once)
+    /// and each batch's picks, `(place in those chunks, row)`, holes left out.
+    #[allow(clippy::type_complexity)]
+    fn picks(
+        &self,
+        py: Python<'_>,
+        batch_size: usize,
+    ) -> PyResult<(Vec<Py<Chunk>>, Vec<Vec<(usize, usize)>>)> {
+        if batch_size == 0 {
+            return Err(PyValueError::new_err("batch_size must be at least 1"));
+        }
+        // Each chunk the batches use goes once into their list: its place there by its
+        // index in the table (usize::MAX: not yet), looked up once a run of one chunk.
+        let span = self.chunks.slots.len();
+        let mut place = vec![usize::MAX; span];
+        let mut used: Vec<Py<Chunk>> = Vec::new();
+        let mut parts = Vec::with_capacity(self.held.len().div_ceil(batch_size));
+        for part in self.held.chunks(batch_size) {
+            let mut picks = Vec::with_capacity(part.len());
+            for run in part.chunk_by(|a, b| a >> ROW_BITS == b >> ROW_BITS) {
+                if run[0] == HOLE {
+                    continue;
+                }
+                let id = run[0] >> ROW_BITS;
+                let i = self.chunks.index(id).ok_or_else(|| lost(id))?;
+                if place[i] == usize::MAX {
+                    place[i] = used.len();
+                    used.push(self.chunks.get(id)?.clone_ref(py));
+                }
+                let at = place[i];
+                picks.extend(run.iter().map(|&h| (at, (h & 0xFFFF_FFFF) as usize)));
+            }
+            parts.push(picks);
+        }
+        Ok((used, parts))
+    }
+
+    /// Lets the held records go (their chunks' references with them).
+    fn release_held(&mut self) -> PyResult<()> {
+        let held = std::mem::take(&mut self.held);
+        let released = self.chunks.release_all(&held);
+        self.held = held;
+        self.held.clear();
+        released
+    }
+
     /// Opens piece `piece` unless open.
     fn open(&mut self, py: Python<'_>, piece: usize) -> PyResult<()> {
         if self.pieces.contains_key(&piece) {
@@ -997,40 +1043,49 @@ impl NativeStream {
     ///     ValueError: `batch_size` is 0.
     ///     RuntimeError: the queue is closed.
     fn submit(&mut self, py: Python<'_>, batch_size: usize) -> PyResult<(u64, u64, Vec<usize>)> {
-        if batch_size == 0 {
-            return Err(PyValueError::new_err("batch_size must be at least 1"));
-        }
-        // Each chunk the batches use goes once into their list: its place there by its
-        // index in the table (usize::MAX: not yet), looked up once a run of one chunk.
-        let span = self.chunks.slots.len();
-        let mut place = vec![usize::MAX; span];
-        let mut used: Vec<Py<Chunk>> = Vec::new();
-        let mut parts = Vec::with_capacity(self.held.len().div_ceil(batch_size));
-        for part in self.held.chunks(batch_size) {
-            let mut picks = Vec::with_capacity(part.len());
-            for run in part.chunk_by(|a, b| a >> ROW_BITS == b >> ROW_BITS) {
-                if run[0] == HOLE {
-                    continue;
-                }
-                let id = run[0] >> ROW_BITS;
-                let i = self.chunks.index(id).ok_or_else(|| lost(id))?;
-                if place[i] == usize::MAX {
-                    place[i] = used.len();
-                    used.push(self.chunks.get(id)?.clone_ref(py));
-                }
-                let at = place[i];
-                picks.extend(run.iter().map(|&h| (at, (h & 0xFFFF_FFFF) as usize)));
-            }
-            parts.push(picks);
-        }
+        let (used, parts) = self.picks(py, batch_size)?;
         let reals = parts.iter().map(Vec::len).collect();
         let (first, count) = self.queue.get().enqueue_parses(used, parts)?;
-        let held = std::mem::take(&mut self.held);
-        let released = self.chunks.release_all(&held);
-        self.held = held;
-        self.held.clear();
-        released?;
+        self.release_held()?;
         Ok((first, count, reals))
+    }
+
+    /// The held records as `(chunks, which, rows, ends)`, row `i` being record `rows[i]` of
+    /// `chunks[which[i]]` (what `ExampleParser.parse_rows` takes), and the consecutive batches
+    /// of `batch_size` positions ending at rows `ends` (a hole takes a position, no row). For
+    /// batches parsed elsewhere (the Loader's pool, with transforms); the stream lets them go.
+    ///
+    /// Raises:
+    ///     ValueError: `batch_size` is 0.
+    #[allow(clippy::type_complexity)]
+    fn resolve<'py>(
+        &mut self,
+        py: Python<'py>,
+        batch_size: usize,
+    ) -> PyResult<(
+        Vec<Py<Chunk>>,
+        Bound<'py, PyArray1<i64>>,
+        Bound<'py, PyArray1<i64>>,
+        Vec<usize>,
+    )> {
+        let (used, parts) = self.picks(py, batch_size)?;
+        let n = parts.iter().map(Vec::len).sum();
+        let (mut which, mut rows) = (Vec::with_capacity(n), Vec::with_capacity(n));
+        let mut ends = Vec::with_capacity(parts.len());
+        for picks in &parts {
+            for &(at, row) in picks {
+                which.push(at as i64);
+                rows.push(row as i64);
+            }
+            ends.push(which.len());
+        }
+        self.release_held()?;
+        Ok((
+            used,
+            PyArray1::from_vec(py, which),
+            PyArray1::from_vec(py, rows),
+            ends,
+        ))
     }
 
     /// Records held for :meth:`submit`.

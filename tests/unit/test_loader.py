@@ -331,15 +331,51 @@ def test_threads_carry_their_role_as_os_names_and_keep_to_num_threads(tmp_path, 
 
 
 @pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="Linux /proc")
-def test_with_transforms_the_pool_reads_parses_and_transforms(tmp_path):
-    # The user's transforms run in Python on the pool, with the parse of their batch; the
-    # reads go there too, and no parse queue starts.
+def test_with_transforms_the_parse_threads_read_and_the_pool_parses_and_transforms(tmp_path):
+    # The user's transforms run in Python on the pool, with the parse of their batch (while
+    # the batch is in that core's cache); the reads stay on the parse threads.
     paths = write_files(tmp_path, [300, 300])
     names = loader_thread_names(
         jr.Loader(paths, SPEC, batch_size=4, num_threads=2, num_epochs=None, transform=lambda b: b)
     )
+    assert sorted(n for n in names if n.startswith("jaxrec-parse")) == [
+        "jaxrec-parse-0",
+        "jaxrec-parse-1",
+    ]
     assert "jaxrec-worker_0" in names
-    assert not [n for n in names if n.startswith("jaxrec-parse")], names
+
+
+@pytest.mark.parametrize("cheap", [False, True])
+def test_transforms_cheaper_than_a_trip_to_the_pool_run_where_the_batches_are_taken(
+    tmp_path, monkeypatch, cheap
+):
+    # Once batches have measured the transforms' CPU (on the pool), transforms that cost less
+    # than the trip there run on the thread that takes the batches, on batches parsed and
+    # padded natively. Where they run changes nothing in the batches, random draws included.
+    from jaxrec._loader import pipeline
+
+    class Noted(jr.RandomMapTransform):
+        def random_map(self, batch, rng):
+            where.append(threading.current_thread().name)
+            batch["id"] = batch["id"] + rng.integers(0, 1000, batch["id"].shape)
+            return batch
+
+    paths = write_files(tmp_path, [300, 300])
+    where: list[str] = []
+
+    def run(threshold):
+        monkeypatch.setattr(pipeline, "_INLINE_TRANSFORM_SECONDS", threshold)
+        loader = jr.Loader(paths, SPEC, 4, shuffle=True, seed=3, transform=Noted())
+        return [{k: np.asarray(v).tolist() for k, v in b.items()} for b in loader]
+
+    pooled = run(0.0)
+    assert all(n.startswith("jaxrec-worker") for n in where)
+    where.clear()
+    mixed = run(1.0 if cheap else 0.0)
+    assert mixed == pooled
+    main = threading.current_thread().name
+    assert (where[-40:] == [main] * 40) == cheap
+    assert where[0] != main  # (the first batches measure the transforms on the pool)
 
 
 @pytest.mark.parametrize("devices", [False, True])

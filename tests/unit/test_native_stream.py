@@ -1,10 +1,10 @@
 """The native stream (``_native.NativeStream``) against the Python one (``EpochStream``).
 
 The Loader reads a host's ranges of local files through the native stream, counted or not,
-shuffled or not, bad records raised or skipped, and everything else (elastic subsets, URLs,
-transforms, sparse and ragged features) through the Python one. Both must give the same
-batches, the same positions and the same stats, and a state saved from either must resume on
-the other.
+shuffled or not, bad records raised or skipped, elastic subsets and transforms too, and what
+else there is (URLs, sparse and ragged features) through the Python one. Both must give the
+same batches, the same positions and the same stats, and a state saved from either must resume
+on the other.
 """
 
 from __future__ import annotations
@@ -16,9 +16,18 @@ from hypothesis import strategies as st
 from shards import break_records
 
 import jaxrec as jr
+from jaxrec._loader import pipeline
 from jaxrec._loader import stream as stream_mod
 
 SPEC = {"id": jr.FixedLenFeature([], np.int64), "tok": jr.VarLenFeature(np.int64, max_len=3)}
+
+
+class Jitter(jr.RandomMapTransform):
+    """Adds a draw to every token: the same draws wherever a batch is made, resumes too."""
+
+    def random_map(self, batch, rng):
+        batch["tok"] = batch["tok"] + rng.integers(0, 1000, batch["tok"].shape)
+        return batch
 
 
 def write_files(root, sizes, bad_every=0):
@@ -67,8 +76,14 @@ def run(monkeypatch, native, paths, stop=None, spec=SPEC, **kw):
             )
         )
     # (How many batches wait is the threads' timing; so is, in a run stopped early, how far
-    # its readers had read ahead, and so what they had skipped.)
-    timing = {"queue_depth"} | ({"skipped_records", "skipped_bytes", "errors"} if stop else set())
+    # its readers had read ahead, and so what they had skipped; with transforms also how far
+    # its planner had planned, as it plans a batch at a time while they run on the pool and a
+    # group at a time once they are measured cheap.)
+    timing = {"queue_depth"}
+    if stop:
+        timing |= {"skipped_records", "skipped_bytes", "errors"}
+        if kw.get("transform") is not None:
+            timing |= {"records", "bytes"}
     stats = {
         k: v for k, v in loader.stats().items() if not k.endswith("seconds") and k not in timing
     }
@@ -95,6 +110,7 @@ def data_dir(tmp_path_factory):
     bad_every=st.sampled_from([0, 0, 5, 13]),
     resume_at=st.integers(0, 60),
     elastic_hosts=st.integers(0, 4),
+    transform=st.sampled_from([None, "pool", "inline"]),
 )
 def test_the_native_stream_gives_what_the_python_stream_gives(
     data_dir,
@@ -112,6 +128,7 @@ def test_the_native_stream_gives_what_the_python_stream_gives(
     bad_every,
     resume_at,
     elastic_hosts,
+    transform,
 ):
     paths = write_files(data_dir, sizes, bad_every)
     # Training forever (num_epochs=None, no counts) reads its spans to their ends, uncounted;
@@ -131,8 +148,12 @@ def test_the_native_stream_gives_what_the_python_stream_gives(
         "seed": 5,
         "shuffle_buffer": max(1, shuffle_buffer),
         "on_error": "skip" if bad_every else "raise",
+        "transform": Jitter() if transform else None,
     }
     with pytest.MonkeyPatch.context() as mp:
+        # Transforms on the pool, with their batch's parse; or, once measured cheaper than
+        # the trip there, where the batches are taken, on batches parsed natively.
+        mp.setattr(pipeline, "_INLINE_TRANSFORM_SECONDS", 1.0 if transform == "inline" else 0.0)
         try:
             python, python_stats, made = run(mp, False, paths, stop, **kw)
         except jr.ShardingError:  # e.g. drop_remainder leaves a host no full batch
@@ -210,11 +231,15 @@ def test_a_file_that_shrank_is_named_by_the_native_stream(tmp_path, monkeypatch)
 @pytest.mark.parametrize(
     "kw",
     [
-        {"transform": lambda b: b},
-        # Finished in Python (a ragged feature): the native stream's batches cannot go there.
+        # Finished in Python (a ragged feature): the native stream's batches cannot go there,
+        # with transforms or without.
         {"spec": {"id": SPEC["id"], "tok": jr.RaggedFeature(np.int64, max_lens=(3,))}},
+        {
+            "spec": {"id": SPEC["id"], "tok": jr.RaggedFeature(np.int64, max_lens=(3,))},
+            "transform": lambda b: b,
+        },
     ],
-    ids=["transforms", "ragged"],
+    ids=["ragged", "ragged-transforms"],
 )
 def test_what_the_native_stream_does_not_do_stays_in_python(tmp_path, monkeypatch, kw):
     paths = write_files(tmp_path, [50, 70])
@@ -304,12 +329,20 @@ def test_bad_records_at_a_file_s_end_take_no_position_however_blocks_fall(
         assert [b[:3] for b in rest] == [b[:3] for b in full[at + 1 :]], at
 
 
-def test_with_transforms_a_skipped_record_leaves_its_position_empty_too(tmp_path, monkeypatch):
-    # Transforms parse on the pool from the Python stream's handles: the holes of the records
-    # skipped are left out of each batch there as well.
+@pytest.mark.parametrize("ragged", [False, True], ids=["native", "ragged"])
+def test_with_transforms_a_skipped_record_leaves_its_position_empty_too(
+    tmp_path, monkeypatch, ragged
+):
+    # Transforms run on the pool once the native stream's batches are parsed natively; with a
+    # feature finished in Python (ragged), each batch is parsed, padded and transformed on the
+    # pool from the Python stream's handles. Both leave the holes of the records skipped out
+    # of each batch, as a run without transforms does.
     paths = write_files(tmp_path, [40, 23], bad_every=5)
     kw = {"batch_size": 6, "on_error": "skip", "cycle_length": 2, "block_length": 4}
+    if ragged:
+        kw["spec"] = {"id": SPEC["id"], "tok": jr.RaggedFeature(np.int64, max_lens=(3,))}
     plain, stats, _ = run(monkeypatch, True, paths, **kw)
     transformed, tstats, made = run(monkeypatch, True, paths, transform=lambda b: b, **kw)
-    assert made == 0 and [b[:3] for b in transformed] == [b[:3] for b in plain]
+    assert made == (0 if ragged else 1)
+    assert [b[:3] for b in transformed] == [b[:3] for b in plain]
     assert tstats["skipped_records"] == stats["skipped_records"] == 8 + 4

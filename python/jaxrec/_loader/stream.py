@@ -590,6 +590,13 @@ class NativeStream:
         """Queues the records taken on ``parses`` in batches of ``batch_size``: their tickets."""
         return parses.submit_held(self._native, batch_size)
 
+    def resolve_taken(
+        self, batch_size: int
+    ) -> tuple[list[_native.Chunk], np.ndarray, np.ndarray, list[tuple[int, int]]]:
+        """As :meth:`EpochStream.resolve_taken`: the records taken, for a parse elsewhere."""
+        chunks, which, rows, ends = self._native.resolve(batch_size)
+        return chunks, which, rows, list(itertools.pairwise([0, *ends]))
+
     @property
     def record_bytes(self) -> float | None:
         """The mean payload of the records read (None: none)."""
@@ -616,8 +623,8 @@ def open_stream(
     A :class:`NativeStream` where the native one does all the share needs: every piece a
     range of a local file or a subset of one (an elastic resume's), all counted or all not,
     reads on a parse queue that finishes its batches natively; shuffled or not, bad records
-    raised or skipped. Otherwise an :class:`EpochStream`: URLs, transforms, a parse that
-    finishes its batches in Python (sparse and ragged features).
+    raised or skipped, with transforms or without. Otherwise an :class:`EpochStream`: URLs, a
+    parse that finishes its batches in Python (sparse and ragged features).
     """
     reads = kw["reads"]
     counted = pieces.hi >= 0  # (a dataset's spans are all counted or none)

@@ -16,6 +16,7 @@ model). Records change hosts on an elastic resume, and their batches' draws with
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -24,6 +25,9 @@ import numpy as np
 from jaxrec.errors import TransformError
 
 __all__ = ["MapTransform", "RandomMapTransform", "TransformChain", "per_record"]
+
+# Batches a chain's CPU cost is measured over before it is believed (see cheaper_than).
+_MEASURED = 8
 
 Batch = dict[str, np.ndarray]
 
@@ -143,6 +147,9 @@ class TransformChain:
         self.host = int(host)
         self._lock = threading.Lock()
         self._template: dict[str, tuple[tuple[int, ...], np.dtype]] | None = None
+        # The chain's CPU seconds a batch, a running mean, and the batches it is over.
+        self._cost = 0.0
+        self._costed = 0
 
     def __len__(self) -> int:
         return len(self.steps)
@@ -160,6 +167,7 @@ class TransformChain:
         Raises:
             TransformError: a transform raised (chained to its exception) or returned no dict.
         """
+        start = time.thread_time()
         for step, (name, fn, random) in enumerate(self.steps):
             try:
                 out = fn(batch, self.rng(epoch, index, step) if random else None)
@@ -174,7 +182,20 @@ class TransformChain:
                     f"of epoch {epoch}, not a dict of arrays"
                 )
             batch = dict(out)
+        spent = time.thread_time() - start
+        with self._lock:
+            self._costed += 1
+            # (The mean of the first batches, then one that follows a change in a few dozen.)
+            self._cost += (spent - self._cost) / min(self._costed, 32)
         return batch
+
+    def cheaper_than(self, seconds: float) -> bool:
+        """Whether the chain took less CPU a batch than ``seconds``, once batches measured it.
+
+        The cost is a running mean of each batch's thread CPU time, on whichever thread ran it.
+        """
+        with self._lock:
+            return self._costed >= _MEASURED and self._cost < seconds
 
     def check(self, batch: Batch, epoch: int, index: int) -> None:
         """Checks ``batch`` has the first checked batch's keys, shapes and dtypes.
