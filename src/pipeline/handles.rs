@@ -206,4 +206,44 @@ mod tests {
         assert_eq!(wanted_runs(&[1, 2, 3], [0, 4]), vec![(false, 0, 2)]);
         assert_eq!(wanted_runs(&[1, 2, 3], [2, 3]), vec![(true, 1, 2)]);
     }
+
+    #[test]
+    fn wanted_runs_expand_to_each_wanted_record_s_row_or_a_hole() {
+        // Random chunks (ascending indices, gaps where records were skipped) against random
+        // wanted sets: the runs, expanded, give each wanted record's row where the chunk holds
+        // it and a hole where not, in order; runs of rows are maximal, no run is empty, and
+        // no two hole runs touch.
+        let mut seed = 11u64;
+        let mut next = || {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            seed >> 33
+        };
+        for _ in 0..3000 {
+            let indices: Vec<u64> = (0..30).filter(|_| next() % 3 != 0).collect();
+            let wanted: Vec<u64> = (0..32).filter(|_| next() % 2 == 0).collect();
+            let runs = wanted_runs(&indices, wanted.iter().copied());
+            let mut expanded = Vec::new();
+            for &(held, start, len) in &runs {
+                assert!(len > 0);
+                for k in 0..len {
+                    expanded.push(held.then(|| start + k));
+                }
+            }
+            let want: Vec<Option<usize>> = wanted
+                .iter()
+                .map(|w| indices.iter().position(|i| i == w))
+                .collect();
+            assert_eq!(expanded, want, "{indices:?} {wanted:?}");
+            for pair in runs.windows(2) {
+                let ((a, sa, la), (b, sb, _)) = (pair[0], pair[1]);
+                assert!(a || b, "two hole runs touch: {runs:?}");
+                assert!(
+                    !(a && b && sa + la == sb),
+                    "a run of rows is split: {runs:?}"
+                );
+            }
+        }
+    }
 }
