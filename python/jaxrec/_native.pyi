@@ -190,6 +190,12 @@ class ParseQueue:
     def finished(
         self, ticket: int, timeout: float | None = None
     ) -> tuple[dict[str, Any], float, list[tuple[str, int, int, list[dict[str, Any]]]]] | None: ...
+    def parse_now(
+        self,
+        chunks: list[Chunk],
+        which: npt.NDArray[np.int64],
+        rows: npt.NDArray[np.int64],
+    ) -> tuple[dict[str, Any], float, list[tuple[str, int, int, list[dict[str, Any]]]]]: ...
     def __len__(self) -> int: ...
     def submit_read(
         self, reader: RecordReader, skip: int, max_records: int, block_bytes: int

@@ -524,11 +524,7 @@ class RowsQueue:
             finished = self._queue.finished(number, timeout)
             if finished is None:
                 return None
-            batch, seconds, notes = finished
-            for name, truncated, skipped, skips in notes:
-                self._parser._count(name, truncated)
-                self._parser._count_skips(name, skipped, skips)
-            return batch, seconds
+            return self._noted(*finished)
         got = self._queue.result(number, timeout)
         if got is None:
             return None
@@ -537,6 +533,31 @@ class RowsQueue:
         if self._batcher is not None:
             out = self._batcher.finish(out, real)
         return out, seconds
+
+    def parse_now(
+        self, chunks: list[_native.Chunk], which: np.ndarray, rows: np.ndarray
+    ) -> tuple[dict[str, np.ndarray], float]:
+        """Parses and finishes a batch (as :meth:`submit` takes it) on the calling thread.
+
+        The batch and the seconds its parse took, as :meth:`result` gives them; only a queue
+        that :attr:`finishes` does this. For a batch worked on further where it was parsed,
+        while it is in that core's cache (the Loader's transforms, on its pool).
+
+        Raises:
+            ExampleParseError: the batch has a bad record (the error names it).
+        """
+        which = np.asarray(which, dtype=np.int64)
+        rows = np.asarray(rows, dtype=np.int64)
+        return self._noted(*self._queue.parse_now(chunks, which, rows))
+
+    def _noted(
+        self, batch: dict[str, np.ndarray], seconds: float, notes: list
+    ) -> tuple[dict[str, np.ndarray], float]:
+        """A finished batch, its columns' truncations and skips counted in the parser."""
+        for name, truncated, skipped, skips in notes:
+            self._parser._count(name, truncated)
+            self._parser._count_skips(name, skipped, skips)
+        return batch, seconds
 
     def close(self, wait: bool = True) -> None:
         """Drops queued batches and stops the threads (``wait``: joins them)."""

@@ -816,6 +816,57 @@ impl ParseQueue {
         Ok(Some((batch, done.seconds, notes)))
     }
 
+    /// Parses and finishes the batch whose row i is record `rows[i]` of `chunks[which[i]]`
+    /// here, on the calling thread (the GIL released while it parses), as [`Self::finished`]
+    /// gives a queued one: `(batch, seconds, notes)`. For a batch worked on further where it
+    /// was parsed, while it is in that core's cache (the Loader's transforms, on its pool).
+    ///
+    /// Raises:
+    ///     jaxrec.errors.JaxrecError: a record failed to parse (named).
+    ///     IndexError: a pick names no record of the chunks.
+    ///     RuntimeError: the queue has no batch form.
+    #[allow(clippy::type_complexity)]
+    fn parse_now<'py>(
+        &self,
+        py: Python<'py>,
+        chunks: Vec<Bound<'py, Chunk>>,
+        which: PyReadonlyArray1<'py, i64>,
+        rows: PyReadonlyArray1<'py, i64>,
+    ) -> PyResult<(Bound<'py, PyDict>, f64, Bound<'py, PyList>)> {
+        let Some(form) = &self.shared.form else {
+            return Err(PyRuntimeError::new_err(
+                "this ParseQueue has no batch form: parse_now() finishes batches in its form",
+            ));
+        };
+        let refs: Vec<&Chunk> = chunks.iter().map(Bound::get).collect();
+        let picks = picks(&refs, which.as_slice()?, rows.as_slice()?)?;
+        let job = Job {
+            ticket: 0,
+            chunks: Arc::new(chunks.into_iter().map(Bound::unbind).collect()),
+            picks,
+        };
+        let parser = self.shared.parser.get();
+        let t0 = Instant::now();
+        let (parsed, strings) = py.detach(|| parse_job(parser, Some(form), &job));
+        let seconds = t0.elapsed().as_secs_f64();
+        // (`parsed` borrows from `strings` and the job's chunks: it is used up in this block,
+        // before either goes.)
+        let finished = {
+            let refs: Vec<&Chunk> = job.chunks.iter().map(Py::get).collect();
+            let locate = |i| pick_location(&refs, &job.picks, i);
+            parsed
+                .map_err(|e| PyErr::from(e.relocate(locate)))
+                .and_then(|parsed| {
+                    let columns = parsed.context.into_iter().chain(parsed.sequence).collect();
+                    let name = |i| parser.column_name(i);
+                    form.finish(py, columns, job.picks.len(), &name, &locate)
+                })
+        };
+        drop(strings);
+        let (batch, notes) = finished?;
+        Ok((batch, seconds, notes))
+    }
+
     /// Batches submitted and not yet taken.
     fn __len__(&self) -> usize {
         self.shared.lock().open.len()

@@ -381,6 +381,41 @@ def test_finished_batches_equal_what_python_pads(tmp_path, rows_per_batch):
     assert native.skips == python.skips and native.skip_errors == python.skip_errors
 
 
+def test_a_batch_parsed_now_equals_the_queued_one(tmp_path):
+    # parse_now parses and finishes a batch on the calling thread (the Loader's pool, with
+    # transforms): the same batch, counters and errors as one queued on the parse threads.
+    path = write_finish(tmp_path / "a.tfrecord", 40)
+    chunks = chunks_of(path, 12)
+    queued, now = jr.ExampleParser(FINISH_SPEC), jr.ExampleParser(FINISH_SPEC)
+    batcher = Batcher(queued.parse_rows([], np.array([], np.int64), np.array([], np.int64)), 8)
+    rng = np.random.default_rng(4)
+    with opened(queued, 2, batcher) as a, opened(now, 1, batcher) as b:
+        for n in [1, 5, 8]:
+            which, rows = random_picks(rng, chunks, n)
+            want, _ = a.result(a.submit(chunks, which, rows))
+            got, seconds = b.parse_now(chunks, which, rows)
+            assert list(got) == list(want) and seconds >= 0
+            assert_same(got, want)
+        with pytest.raises((IndexError, ValueError)):
+            b.parse_now(chunks, np.array([0]), np.array([12]))
+    assert now.truncated == queued.truncated and now.skipped == queued.skipped
+    assert now.skip_errors == queued.skip_errors
+
+
+def test_a_bad_record_parsed_now_is_named(tmp_path):
+    path = write(tmp_path / "a.tfrecord", 20, bad=13)
+    chunks = chunks_of(path, 8)
+    parser = jr.ExampleParser(SPEC)
+    batcher = Batcher(parser.parse_rows([], np.array([], np.int64), np.array([], np.int64)), 4)
+    with opened(parser, 1, batcher) as queue:
+        with pytest.raises(ExampleParseError) as e:
+            queue.parse_now(chunks, np.array([0, 1, 1]), np.array([0, 4, 5]))  # record 13
+        assert e.value.path == path and e.value.record_index == 13
+        assert e.value.byte_offset == int(chunks[1].file_offsets[5])
+        got, _ = queue.parse_now(chunks, np.array([0, 0]), np.array([1, 2]))
+        assert got["label"].tolist()[:2] == [1, 2]
+
+
 def _base_object(a: np.ndarray):
     """The object under ``a`` and every array it is a view of."""
     while isinstance(a.base, np.ndarray):

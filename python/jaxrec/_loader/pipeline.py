@@ -11,9 +11,10 @@
     parse queue      N native threads parse and pad each batch with no Python object
         │            (jaxrec._parse.RowsQueue): one call submits, one takes the finished batch
     reads            on the parse queue's threads, before its parses
-    transforms       (the user's) on the pool, N threads, each job a batch's parse, padding and
-        │            transforms; or, for transforms measured cheaper than that trip (an
-        │            identity, a rename), on the taking thread, on a batch the queue parsed
+    transforms       (the user's) on the pool, N threads, each job a batch's native parse and
+        │            padding (ParseQueue.parse_now) and its transforms; or, for transforms
+        │            measured cheaper than that trip (an identity, a rename), on the taking
+        │            thread, on a batch the queue parsed
     feeder thread    (with a sharding) in order: jax.device_put, ``prefetch`` ahead
         │
     consumer         ``for batch in loader`` (without a sharding it takes batches itself)
@@ -577,11 +578,11 @@ class Pipeline:
                     if stream.record_bytes is not None:
                         record_bytes = stream.record_bytes
                     # Transforms that cost less than a trip to the pool run on the thread that
-                    # takes the batch, parsed natively; others in one job a batch on the pool
-                    # with its parse, where the batch is still in that core's cache (parsed on
-                    # the queue and transformed on the pool, a 60 us np.roll a batch ran 19 %
-                    # slower, an 8-sort one 6 %). Either way a batch's transforms and their
-                    # random draws are the same.
+                    # takes the batch, parsed on the queue; others in one job a batch on the
+                    # pool with its parse (native, on the worker), where the batch is still in
+                    # that core's cache (parsed on the queue and transformed on the pool, a
+                    # 60 us np.roll a batch ran 19 % slower, an 8-sort one 6 %). Either way a
+                    # batch's transforms and their random draws are the same.
                     native = self.parses is not None and (
                         s.transforms is None or s.transforms.cheaper_than(_INLINE_TRANSFORM_SECONDS)
                     )
@@ -687,14 +688,23 @@ class Pipeline:
         with s.stats.timed("transform_seconds"):
             return s.transforms.apply(batch, info.epoch, info.index_in_epoch), seconds
 
-    def _prepare(self, chunks, which, rows, info: BatchInfo) -> dict[str, Any]:
-        """Parses, pads and transforms one batch (a job on the pool, with transforms)."""
+    def _prepare(self, chunks, which, rows, info: BatchInfo) -> tuple[dict[str, Any], float]:
+        """Parses, pads and transforms one batch (a job on the pool, with transforms).
+
+        Returns the transformed batch and the seconds its native parse took (0: counted by
+        ``spec.parse``).
+        """
         s = self.spec
         assert s.transforms is not None
-        parsed = s.parse(chunks, which, rows) if info.real_rows else None
-        batch = s.finish(parsed, info.real_rows)
+        seconds = 0.0
+        if not info.real_rows:
+            batch = s.finish(None, 0)
+        elif self.parses is not None:  # parsed and padded natively, here
+            batch, seconds = self.parses.parse_now(chunks, which, rows)
+        else:
+            batch = s.finish(s.parse(chunks, which, rows), info.real_rows)
         with s.stats.timed("transform_seconds"):
-            return s.transforms.apply(batch, info.epoch, info.index_in_epoch)
+            return s.transforms.apply(batch, info.epoch, info.index_in_epoch), seconds
 
     def _ready(self, item: tuple, taken_since: float | None = None) -> tuple:
         """Waits for a batch's job: ``(finished batch, place, j)``, in batch order.
@@ -714,8 +724,7 @@ class Pipeline:
         """The finished batch of a planned job, its parse's seconds here (or 0), its real rows."""
         s = self.spec
         if s.transforms is not None:
-            got = job.result()  # (a pool job's batch, or a _Later's batch and parse seconds)
-            batch, seconds = got if isinstance(job, _Later) else (got, 0.0)
+            batch, seconds = job.result()
             info = place.info(j)
             s.transforms.check(batch, info.epoch, info.index_in_epoch)
             return batch, seconds, info.real_rows
