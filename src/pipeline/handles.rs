@@ -96,6 +96,16 @@ pub fn wanted_runs(
 mod tests {
     use super::*;
 
+    /// A seeded stream of pseudo-random numbers (31 bits each) for the random tests.
+    fn lcg(mut seed: u64) -> impl FnMut() -> u64 {
+        move || {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            seed >> 33
+        }
+    }
+
     #[test]
     fn chunk_ids_are_distinct_and_ascending() {
         let h = |id: u64, row: u64| id << ROW_BITS | row;
@@ -151,19 +161,13 @@ mod tests {
     fn rows_between_by_range_agree_with_a_filter() {
         // Sorted indices (a reader's chunk, with gaps where records were skipped, and repeats
         // for robustness) take the binary searches; the same rows as filtering every one.
-        let mut seed = 7u64;
-        let mut next = || {
-            seed = seed
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            seed >> 33
-        };
+        let mut next = lcg(7);
         for _ in 0..2000 {
             let n = (next() % 12) as usize;
             let mut idx: Vec<u64> = (0..n).map(|_| next() % 20).collect();
             idx.sort_unstable();
             let first = next() % 24;
-            let last = if next() % 4 == 0 {
+            let last = if next().is_multiple_of(4) {
                 None
             } else {
                 Some(next() % 24)
@@ -213,16 +217,10 @@ mod tests {
         // wanted sets: the runs, expanded, give each wanted record's row where the chunk holds
         // it and a hole where not, in order; runs of rows are maximal, no run is empty, and
         // no two hole runs touch.
-        let mut seed = 11u64;
-        let mut next = || {
-            seed = seed
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            seed >> 33
-        };
+        let mut next = lcg(11);
         for _ in 0..3000 {
-            let indices: Vec<u64> = (0..30).filter(|_| next() % 3 != 0).collect();
-            let wanted: Vec<u64> = (0..32).filter(|_| next() % 2 == 0).collect();
+            let indices: Vec<u64> = (0..30).filter(|_| !next().is_multiple_of(3)).collect();
+            let wanted: Vec<u64> = (0..32).filter(|_| next().is_multiple_of(2)).collect();
             let runs = wanted_runs(&indices, wanted.iter().copied());
             let mut expanded = Vec::new();
             for &(held, start, len) in &runs {

@@ -209,18 +209,44 @@ type Left = (
     HashMap<u64, ReadDone>,
 );
 
-/// Parses one job. The result borrows the records from the job's chunks and the defaults
-/// from the parser's spec; it is stored with the chunks' references (see [`Done`]).
-/// With a `form`, the columns are padded to its batch size here, on the parse thread.
+/// Parses the records `picks` names in `chunks` into their [`Done`], timed, on this thread. A
+/// panic in the parser becomes the batch's error: it must not kill a parse thread silently
+/// and hang the consumer, nor reach Python.
+fn parse_done(
+    parser: &ExampleParser,
+    form: Option<&BatchForm>,
+    chunks: Arc<Vec<Py<Chunk>>>,
+    picks: Vec<(usize, usize)>,
+) -> Done {
+    let t0 = Instant::now();
+    let (parsed, strings) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        parse_job(parser, form, &chunks, &picks)
+    }))
+    .unwrap_or_else(|_| {
+        let err = Error::internal("the parser panicked on this batch");
+        (Err(err), Box::default())
+    });
+    Done {
+        parsed,
+        _strings: strings,
+        chunks,
+        picks,
+        seconds: t0.elapsed().as_secs_f64(),
+    }
+}
+
+/// Parses one batch. The result borrows the records from the chunks and the defaults from the
+/// parser's spec; it is stored with the chunks' references (see [`Done`]). With a `form`, the
+/// columns are padded to its batch size here, on the parsing thread.
 fn parse_job(
     parser: &ExampleParser,
     form: Option<&BatchForm>,
-    job: &Job,
+    chunks: &[Py<Chunk>],
+    picks: &[(usize, usize)],
 ) -> (Result<ParsedBatch<'static>>, Box<[u8]>) {
-    let records: Vec<&[u8]> = job
-        .picks
+    let records: Vec<&[u8]> = picks
         .iter()
-        .map(|&(c, r)| job.chunks[c].get().inner.record(r))
+        .map(|&(c, r)| chunks[c].get().inner.record(r))
         .collect();
     let mut parsed = parser.parse_records(&records);
     if let (Some(form), Ok(batch)) = (form, &mut parsed) {
@@ -233,7 +259,7 @@ fn parse_job(
         Err(_) => Box::default(),
     };
     // SAFETY: the borrowed bytes live in heap buffers owned by the `Chunk` objects of
-    // `job.chunks` (an `Arc<Block>` each, never mutated or moved while shared, and back in the
+    // `chunks` (an `Arc<Block>` each, never mutated or moved while shared, and back in the
     // block pool only once the last reference is dropped), in the frozen `ExampleParser`
     // object that `Shared::parser` keeps alive, and in `strings` (a boxed slice: moving the
     // box moves no byte). `Done` keeps the chunks (its own `Arc` of their references) and
@@ -337,30 +363,19 @@ fn work(shared: Arc<Shared>) {
                 continue;
             }
         };
-        let t0 = Instant::now();
-        // A panic in the parser must not kill the thread silently and hang the consumer: it
-        // becomes the batch's error.
-        let (parsed, strings) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            parse_job(parser, shared.form.as_ref(), &job)
-        }))
-        .unwrap_or_else(|_| {
-            let err = Error::internal("the parser panicked on this batch");
-            (Err(err), Box::default())
-        });
-        let done = Done {
-            parsed,
-            _strings: strings,
-            chunks: job.chunks,
-            picks: job.picks,
-            seconds: t0.elapsed().as_secs_f64(),
-        };
+        let Job {
+            ticket,
+            chunks,
+            picks,
+        } = job;
+        let done = parse_done(parser, shared.form.as_ref(), chunks, picks);
         let mut st = shared.lock();
         if st.closed {
             // Dropped here, without the GIL: pyo3 defers the chunks' decrefs until it is held.
             return;
         }
         let seconds = done.seconds;
-        st.done.insert(job.ticket, done);
+        st.done.insert(ticket, done);
         let wake = st.sleeper_ready(seconds);
         drop(st);
         if wake {
@@ -422,6 +437,25 @@ pub(super) struct ParseQueue {
 }
 
 impl ParseQueue {
+    /// A parsed batch made into the queue's batch form (padded, with its mask):
+    /// `(batch, seconds, notes)` as `finished` gives them; a failed parse names its record.
+    #[allow(clippy::type_complexity)]
+    fn finish<'py>(
+        &self,
+        py: Python<'py>,
+        form: &BatchForm,
+        done: Done,
+    ) -> PyResult<(Bound<'py, PyDict>, f64, Bound<'py, PyList>)> {
+        let refs: Vec<&Chunk> = done.chunks.iter().map(Py::get).collect();
+        let locate = |i| pick_location(&refs, &done.picks, i);
+        let parsed = done.parsed.map_err(|e| e.relocate(locate))?;
+        let parser = self.shared.parser.get();
+        let columns = parsed.context.into_iter().chain(parsed.sequence).collect();
+        let name = |i| parser.column_name(i);
+        let (batch, notes) = form.finish(py, columns, done.picks.len(), &name, &locate)?;
+        Ok((batch, done.seconds, notes))
+    }
+
     /// Hands out consecutive tickets to `jobs`, queues what `push` makes of each with its
     /// ticket, and wakes as many threads; returns the first ticket and how many were queued.
     fn enqueue<J>(
@@ -806,14 +840,7 @@ impl ParseQueue {
         let Some(done) = self.wait(py, ticket, timeout)? else {
             return Ok(None);
         };
-        let refs: Vec<&Chunk> = done.chunks.iter().map(Py::get).collect();
-        let locate = |i| pick_location(&refs, &done.picks, i);
-        let parsed = done.parsed.map_err(|e| e.relocate(locate))?;
-        let parser = self.shared.parser.get();
-        let columns = parsed.context.into_iter().chain(parsed.sequence).collect();
-        let name = |i| parser.column_name(i);
-        let (batch, notes) = form.finish(py, columns, done.picks.len(), &name, &locate)?;
-        Ok(Some((batch, done.seconds, notes)))
+        self.finish(py, form, done).map(Some)
     }
 
     /// Parses and finishes the batch whose row i is record `rows[i]` of `chunks[which[i]]`
@@ -840,31 +867,10 @@ impl ParseQueue {
         };
         let refs: Vec<&Chunk> = chunks.iter().map(Bound::get).collect();
         let picks = picks(&refs, which.as_slice()?, rows.as_slice()?)?;
-        let job = Job {
-            ticket: 0,
-            chunks: Arc::new(chunks.into_iter().map(Bound::unbind).collect()),
-            picks,
-        };
+        let chunks = Arc::new(chunks.into_iter().map(Bound::unbind).collect());
         let parser = self.shared.parser.get();
-        let t0 = Instant::now();
-        let (parsed, strings) = py.detach(|| parse_job(parser, Some(form), &job));
-        let seconds = t0.elapsed().as_secs_f64();
-        // (`parsed` borrows from `strings` and the job's chunks: it is used up in this block,
-        // before either goes.)
-        let finished = {
-            let refs: Vec<&Chunk> = job.chunks.iter().map(Py::get).collect();
-            let locate = |i| pick_location(&refs, &job.picks, i);
-            parsed
-                .map_err(|e| PyErr::from(e.relocate(locate)))
-                .and_then(|parsed| {
-                    let columns = parsed.context.into_iter().chain(parsed.sequence).collect();
-                    let name = |i| parser.column_name(i);
-                    form.finish(py, columns, job.picks.len(), &name, &locate)
-                })
-        };
-        drop(strings);
-        let (batch, notes) = finished?;
-        Ok((batch, seconds, notes))
+        let done = py.detach(|| parse_done(parser, Some(form), chunks, picks));
+        self.finish(py, form, done)
     }
 
     /// Batches submitted and not yet taken.

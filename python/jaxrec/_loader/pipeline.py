@@ -414,16 +414,13 @@ def _group_batches(batch_size: int, record_bytes: float) -> int:
 
 
 class _Later:
-    """A job run by the first ``result()`` on the thread that asks (a Future's face)."""
+    """A job run by its ``result()``, on the thread that asks (as a pool job's Future is asked)."""
 
     def __init__(self, fn: Callable[..., Any], *args: Any) -> None:
         self._fn, self._args = fn, args
 
     def result(self) -> Any:
         return self._fn(*self._args)
-
-    def cancel(self) -> bool:
-        return True
 
 
 class Pipeline:
@@ -441,22 +438,17 @@ class Pipeline:
         self.stage = spec.pack(spec.start, self._stop) if spec.pack is not None else None
         # Batches are parsed on native threads: a job on the pool costs the GIL several times
         # per batch (submit, the worker's queue, the future), and every such moment is one the
-        # other threads wait for. With transforms too, where the parse threads finish the
-        # batches (pad them natively): the pool then only transforms.
+        # other threads wait for. (With transforms, a batch whose transforms go to the pool is
+        # parsed by the worker that transforms it: see _plan.)
         self.parses = spec.parse_queue(spec.num_threads)
-        if spec.transforms is not None and not self.parses.finishes:
-            # (Finished in Python, sparse and ragged features: parsed, padded and
-            # transformed in one job on the pool.)
-            self.parses.close()
-            self.parses = None
         # ... and their threads read the files too, before any parse: num_threads threads in
         # all, not a pool of as many beside them. (The pool then starts no thread, unless
-        # files behind URLs need it.)
-        on_pool = PoolReads(self.pool, spec.stats)
-        self.reads: Reads = (
-            QueueReads(self.parses.native, spec.stats, on_pool, finishes=self.parses.finishes)
-            if self.parses is not None
-            else on_pool
+        # files behind URLs or transforms need it.)
+        self.reads: Reads = QueueReads(
+            self.parses.native,
+            spec.stats,
+            PoolReads(self.pool, spec.stats),
+            finishes=self.parses.finishes,
         )
         self.packed: collections.deque = collections.deque()  # packed, not yet taken
         # Without devices to feed, the consumer finishes batches itself: one thread and one
@@ -583,8 +575,8 @@ class Pipeline:
                     # that core's cache (parsed on the queue and transformed on the pool, a
                     # 60 us np.roll a batch ran 19 % slower, an 8-sort one 6 %). Either way a
                     # batch's transforms and their random draws are the same.
-                    native = self.parses is not None and (
-                        s.transforms is None or s.transforms.cheaper_than(_INLINE_TRANSFORM_SECONDS)
+                    native = s.transforms is None or s.transforms.cheaper_than(
+                        _INLINE_TRANSFORM_SECONDS
                     )
                     if native:
                         # The whole group at once: its parses queued in one call. It may wait
@@ -677,14 +669,8 @@ class Pipeline:
         (``ticket`` None) is all padding.
         """
         s = self.spec
-        assert s.transforms is not None and self.parses is not None
-        if ticket is None:
-            batch, seconds = s.finish(None, 0), 0.0
-        else:
-            while (got := self.parses.result(ticket, _POLL)) is None:
-                if self._stop.is_set():
-                    raise JaxrecError("the loader was stopped while a batch was being parsed")
-            batch, seconds = got
+        assert s.transforms is not None
+        batch, seconds = self._parsed(ticket)
         with s.stats.timed("transform_seconds"):
             return s.transforms.apply(batch, info.epoch, info.index_in_epoch), seconds
 
@@ -699,7 +685,7 @@ class Pipeline:
         seconds = 0.0
         if not info.real_rows:
             batch = s.finish(None, 0)
-        elif self.parses is not None:  # parsed and padded natively, here
+        elif self.parses.finishes:  # parsed and padded natively, here
             batch, seconds = self.parses.parse_now(chunks, which, rows)
         else:
             batch = s.finish(s.parse(chunks, which, rows), info.real_rows)
@@ -728,15 +714,25 @@ class Pipeline:
             info = place.info(j)
             s.transforms.check(batch, info.epoch, info.index_in_epoch)
             return batch, seconds, info.real_rows
-        if job is None:  # no records: all padding
-            return s.finish(None, 0), 0.0, 0
-        assert self.parses is not None
+        batch, seconds = self._parsed(job)
+        # The ticket counts the batch's rows (see RowsQueue.submit_handles), as Place.real(j)
+        # would, without a call a batch.
+        return batch, seconds, job[2] if job is not None else 0
+
+    def _parsed(self, ticket: tuple | None) -> tuple[dict[str, Any], float]:
+        """The parse queue's batch of ``ticket`` once parsed, and its parse's seconds.
+
+        A batch of no records (``ticket`` None) is all padding.
+
+        Raises:
+            JaxrecError: the run was stopped before the batch was parsed.
+        """
+        if ticket is None:
+            return self.spec.finish(None, 0), 0.0
         while not self._stop.is_set():
-            got = self.parses.result(job, _POLL)
+            got = self.parses.result(ticket, _POLL)
             if got is not None:
-                # The ticket counts the batch's rows (see RowsQueue.submit_handles), as
-                # Place.real(j) would, without a call a batch.
-                return got[0], got[1], job[2]
+                return got
         raise JaxrecError("the loader was stopped while a batch was being parsed")
 
     def _feed(self) -> None:
@@ -845,10 +841,9 @@ class Pipeline:
             )
         self._close_planner()
         self.pool.shutdown(wait=not stuck, cancel_futures=True)
-        if self.parses is not None:
-            # Its threads also read: one stuck in a read (a file that never answers) is left
-            # to end on its own, as a stuck pool thread is.
-            self.parses.close(wait=not stuck)
+        # Its threads also read: one stuck in a read (a file that never answers) is left to
+        # end on its own, as a stuck pool thread is.
+        self.parses.close(wait=not stuck)
         # Drop queued batches (and with them the chunks they reference). The decoded batches'
         # memory kept for reuse stays for the next Loader, but once no Loader has run for half
         # a second the kernel may take its pages back whenever it needs memory, also those of

@@ -329,8 +329,9 @@ class PieceReader:
         """
         if not len(handles):
             return handles
-        lo = self.holes_from
-        hi = int(chunk.indices[int(handles[-1] & np.uint64(0xFFFF_FFFF))])
+        rows = (handles & np.uint64(0xFFFF_FFFF)).astype(np.int64)
+        indices = chunk.indices[rows]
+        lo, hi = self.holes_from, int(indices[-1])
         self.holes_from = hi + 1
         if self.keep is None:
             wanted = hi - lo + 1
@@ -342,8 +343,6 @@ class PieceReader:
         if len(handles) >= wanted:
             return handles
         full = np.full(wanted, HOLE, dtype=np.uint64)
-        rows = (handles & np.uint64(0xFFFF_FFFF)).astype(np.int64)
-        indices = chunk.indices[rows]
         if self.keep is None:
             full[indices.astype(np.int64) - lo] = handles
         else:
