@@ -368,8 +368,8 @@ class RunSpec:
         start: where to start.
         open_segment: the stream (reading where it is told: the parse queue's threads, or the
             run's pool) and the plan of the segment of an epoch that a position is in.
-        parse: parses ``(chunks, which, rows)`` into arrays (with transforms, in their job on
-            the pool).
+        parse: parses ``(chunks, which, rows)`` into arrays (with transforms on the pool, for
+            a spec the parse queue does not finish: sparse and ragged features).
         parse_queue: makes the queue (:class:`jaxrec._parse.RowsQueue`) that reads and parses
             batches on ``num_threads`` native threads and hands them back finished.
         finish: pads ``(parsed or None, real rows)`` to a batch with a mask.
